@@ -38,9 +38,7 @@ extern "C" {
  * Export and version
  * ====================================================================== */
 
-#if defined(_WIN32)
-#define FMHA_API __declspec(dllimport)
-#elif defined(__GNUC__) && __GNUC__ >= 4
+#if defined(__GNUC__) && __GNUC__ >= 4
 #define FMHA_API __attribute__((visibility("default")))
 #else
 #define FMHA_API
@@ -139,14 +137,16 @@ typedef enum fmha_kernel_family {
     FMHA_KERNEL_HOPPER = 2
 } fmha_kernel_family;
 
-/** Element strides of one 4-D tensor whose last (head_dim) dimension is
- *  contiguous. Element (b, s, h, d) lives at base + b*batch + s*seq + h*head + d.
- *  BSHD, BHSD and sliced views are all expressed this way. Strides must be
- *  multiples of 8 elements (16 bytes); a stride may be 0 to broadcast. */
+/** Element strides of one 4-D tensor. Element (b, s, h, d) lives at
+ *  base + b*batch + s*seq + h*head + d*dim. BSHD, BHSD and sliced views are
+ *  all expressed this way. The last dimension must be contiguous (dim == 1);
+ *  the other strides must be multiples of 8 elements (16 bytes) and may be 0
+ *  to broadcast an input (never the output). */
 typedef struct fmha_strides {
     int64_t batch;
     int64_t seq;
     int64_t head;
+    int64_t dim;   /**< Must be 1; present so a strided last dim is caught. */
 } fmha_strides;
 
 /** Bits of fmha_descriptor.flags. */
@@ -188,8 +188,9 @@ typedef struct fmha_descriptor {
 } fmha_descriptor;
 
 /** Fills `desc` with defaults for `version` (pass FMHA_DESCRIPTOR_VERSION):
- *  dense contiguous strides of 0 (to be set), AUTO kernel, device 0, no mask,
- *  dtype BF16. Returns VERSION_MISMATCH for an unknown version. */
+ *  every stride 0 except `dim` = 1 (set the others, e.g. with
+ *  fmha_strides_bshd), AUTO kernel, device 0, no mask, dtype BF16, head_dim_v
+ *  0 (same as head_dim), softmax_scale 0 (1/sqrt(head_dim)). Returns VERSION_MISMATCH for an unknown version. */
 FMHA_API fmha_status fmha_descriptor_init(fmha_descriptor *desc, uint32_t version);
 
 /** Convenience: sets a tensor's strides for the BSHD ([batch, seq, heads,

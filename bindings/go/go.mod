@@ -1,0 +1,3 @@
+module libfmha.dev/fmha
+
+go 1.19

@@ -1,0 +1,156 @@
+#include "context.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "errors.h"
+
+namespace fmha {
+namespace {
+
+fmha_status describe_device(const Driver &drv, CUdevice dev, DeviceContext *out) {
+    int major = 0, minor = 0;
+    FMHA_CU(drv, device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    FMHA_CU(drv, device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    FMHA_CU(drv, device_get_attribute(&out->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    FMHA_CU(drv, device_get_attribute(&out->max_smem_optin,
+                                      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+    out->sm = major * 10 + minor;
+    out->device = dev;
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status get_device(const Driver &drv, int ordinal, CUdevice *dev) {
+    int count = 0;
+    FMHA_CU(drv, device_get_count(&count));
+    if (count == 0) return fail(FMHA_STATUS_NO_DEVICE, "the CUDA driver reports no device");
+    if (ordinal >= count)
+        return fail(FMHA_STATUS_NO_DEVICE,
+                    "descriptor.device is %d: only %d CUDA device(s) are present", ordinal,
+                    count);
+    FMHA_CU(drv, device_get(dev, ordinal));
+    return FMHA_STATUS_SUCCESS;
+}
+
+// Ordinal of a CUdevice: the driver has no reverse lookup, so scan.
+int ordinal_of(const Driver &drv, CUdevice dev) {
+    int count = 0;
+    drv.device_get_count(&count);
+    for (int i = 0; i < count; ++i) {
+        CUdevice d;
+        if (drv.device_get(&d, i) == CUDA_SUCCESS && d == dev) return i;
+    }
+    return 0;
+}
+
+struct ModuleKey {
+    unsigned long long ctx_id;
+    const EmbeddedImage *image;
+    bool operator<(const ModuleKey &o) const {
+        return ctx_id != o.ctx_id ? ctx_id < o.ctx_id : image < o.image;
+    }
+};
+
+std::mutex g_modules_mutex;
+std::map<ModuleKey, CUmodule> g_modules;  // kept until process exit: functions outlive plans
+
+}  // namespace
+
+fmha_status acquire_context(const Driver &drv, int ordinal, DeviceContext *out) {
+    DeviceContext dc;
+    FMHA_CU(drv, ctx_get_current(&dc.ctx));
+    if (dc.ctx != nullptr) {
+        CUdevice dev;
+        FMHA_CU(drv, ctx_get_device(&dev));
+        FMHA_TRY(describe_device(drv, dev, &dc));
+        dc.ordinal = ordinal_of(drv, dev);
+    } else {
+        CUdevice dev;
+        FMHA_TRY(get_device(drv, ordinal, &dev));
+        FMHA_TRY(describe_device(drv, dev, &dc));
+        FMHA_CU(drv, primary_ctx_retain(&dc.ctx, dev));
+        dc.ordinal = ordinal;
+        dc.retained_primary = true;
+    }
+    *out = dc;
+    return FMHA_STATUS_SUCCESS;
+}
+
+void release_context(const Driver &drv, const DeviceContext &dc) {
+    if (dc.retained_primary) drv.primary_ctx_release(dc.device);
+}
+
+fmha_status query_device_sm(const Driver &drv, int ordinal, int *sm) {
+    CUdevice dev;
+    CUcontext ctx = nullptr;
+    FMHA_CU(drv, ctx_get_current(&ctx));
+    if (ctx != nullptr && ordinal < 0) {
+        FMHA_CU(drv, ctx_get_device(&dev));
+    } else {
+        FMHA_TRY(get_device(drv, ordinal < 0 ? 0 : ordinal, &dev));
+    }
+    DeviceContext dc;
+    FMHA_TRY(describe_device(drv, dev, &dc));
+    *sm = dc.sm;
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status load_function(const Driver &drv, CUcontext ctx, const EmbeddedImage &image,
+                          const char *kernel_name, CUfunction *out) {
+    unsigned long long ctx_id = 0;
+    FMHA_CU(drv, ctx_get_id(ctx, &ctx_id));
+    std::lock_guard<std::mutex> lock(g_modules_mutex);
+    CUmodule module = nullptr;
+    auto it = g_modules.find(ModuleKey{ctx_id, &image});
+    if (it != g_modules.end()) {
+        module = it->second;
+    } else {
+        ScopedContext scope(drv, ctx);
+        FMHA_TRY(scope.status());
+        char log[4096] = "";
+        CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+        void *vals[] = {log, reinterpret_cast<void *>(sizeof log)};
+        CUresult res = drv.module_load_data_ex(&module, image.begin, 2, opts, vals);
+        if (res != CUDA_SUCCESS) {
+            driver_fail(drv, res, "cuModuleLoadDataEx");
+            return fail(FMHA_STATUS_DRIVER_ERROR,
+                        "loading the %s image for sm_%d%s failed: %s (JIT log: %.300s)",
+                        image.family, image.sm, image.is_ptx ? " (PTX)" : "",
+                        fmha_last_error_message(), log);
+        }
+        g_modules.emplace(ModuleKey{ctx_id, &image}, module);
+    }
+    CUresult res = drv.module_get_function(out, module, kernel_name);
+    if (res != CUDA_SUCCESS) {
+        driver_fail(drv, res, "cuModuleGetFunction");
+        return fail(FMHA_STATUS_INTERNAL_ERROR, "kernel %s missing from the %s image: %s",
+                    kernel_name, image.family, fmha_last_error_message());
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
+ScopedContext::ScopedContext(const Driver &drv, CUcontext ctx) : drv_(drv) {
+    CUcontext current = nullptr;
+    CUresult res = drv.ctx_get_current(&current);
+    if (res != CUDA_SUCCESS) {
+        status_ = driver_fail(drv, res, "cuCtxGetCurrent");
+        return;
+    }
+    if (current == ctx) return;
+    res = drv.ctx_push_current(ctx);
+    if (res != CUDA_SUCCESS) {
+        status_ = driver_fail(drv, res, "cuCtxPushCurrent");
+        return;
+    }
+    pushed_ = true;
+}
+
+ScopedContext::~ScopedContext() {
+    if (pushed_) {
+        CUcontext popped;
+        drv_.ctx_pop_current(&popped);
+    }
+}
+
+}  // namespace fmha

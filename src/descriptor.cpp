@@ -1,0 +1,71 @@
+// Init functions for the public versioned structs (callers that cannot use
+// macros, like ctypes, Go and Rust, fill structs through these).
+#include <cstring>
+
+#include "errors.h"
+#include "fmha/fmha.h"
+
+namespace {
+
+template <typename T>
+fmha_status init_struct(T *s, uint32_t version, uint32_t known, const char *name) {
+    fmha::clear_error();
+    if (s == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "%s is NULL", name);
+    if (version != known)
+        return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
+                          "%s version %u is unknown: this library knows version %u", name,
+                          version, known);
+    std::memset(s, 0, sizeof *s);
+    s->version = version;
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status set_strides(fmha_strides *out, int64_t batch, int64_t seq, int64_t head,
+                        int64_t seqlen, int64_t num_heads, int64_t head_dim) {
+    fmha::clear_error();
+    if (out == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "strides is NULL");
+    if (seqlen < 1 || num_heads < 1 || head_dim < 1)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                          "seqlen %lld, num_heads %lld, head_dim %lld: all must be >= 1",
+                          (long long)seqlen, (long long)num_heads, (long long)head_dim);
+    out->batch = batch;
+    out->seq = seq;
+    out->head = head;
+    out->dim = 1;
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+FMHA_API fmha_status fmha_descriptor_init(fmha_descriptor *desc, uint32_t version) {
+    FMHA_TRY(init_struct(desc, version, FMHA_DESCRIPTOR_VERSION, "fmha_descriptor"));
+    desc->dtype = FMHA_DTYPE_BF16;
+    desc->mask = FMHA_MASK_NONE;
+    desc->kernel = FMHA_KERNEL_AUTO;
+    desc->q_strides.dim = desc->k_strides.dim = desc->v_strides.dim = desc->o_strides.dim = 1;
+    return FMHA_STATUS_SUCCESS;
+}
+
+FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version) {
+    return init_struct(t, version, FMHA_TENSORS_VERSION, "fmha_tensors");
+}
+
+FMHA_API fmha_status fmha_plan_info_init(fmha_plan_info *info, uint32_t version) {
+    return init_struct(info, version, FMHA_PLAN_INFO_VERSION, "fmha_plan_info");
+}
+
+FMHA_API fmha_status fmha_strides_bshd(fmha_strides *out, int64_t seqlen, int64_t num_heads,
+                                       int64_t head_dim) {
+    return set_strides(out, seqlen * num_heads * head_dim, num_heads * head_dim, head_dim,
+                       seqlen, num_heads, head_dim);
+}
+
+FMHA_API fmha_status fmha_strides_bhsd(fmha_strides *out, int64_t seqlen, int64_t num_heads,
+                                       int64_t head_dim) {
+    return set_strides(out, seqlen * num_heads * head_dim, head_dim, seqlen * head_dim, seqlen,
+                       num_heads, head_dim);
+}
+
+}  // extern "C"

@@ -1,0 +1,53 @@
+#include "fwd_params.h"
+
+#include <cmath>
+
+#include "driver.h"
+#include "errors.h"
+
+namespace fmha {
+
+static TensorStrides strides_of(const fmha_strides &s) { return {s.batch, s.seq, s.head}; }
+
+FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) {
+    FwdParams f{};
+    f.q = t.q;
+    f.k = t.k;
+    f.v = t.v;
+    f.o = t.o;
+    f.lse = p.write_lse ? t.lse : nullptr;
+    f.q_stride = strides_of(p.q);
+    f.k_stride = strides_of(p.k);
+    f.v_stride = strides_of(p.v);
+    f.o_stride = strides_of(p.o);
+    f.causal = p.mask != FMHA_MASK_NONE;
+    f.causal_offset = p.causal_offset();
+    f.batch = static_cast<int32_t>(p.batch);
+    f.num_q_heads = static_cast<int32_t>(p.num_q_heads);
+    f.q_heads_per_kv = static_cast<int32_t>(p.num_q_heads / p.num_kv_heads);
+    f.seqlen_q = static_cast<int32_t>(p.seqlen_q);
+    f.seqlen_k = static_cast<int32_t>(p.seqlen_k);
+    f.num_m_blocks = static_cast<int32_t>((p.seqlen_q + block_m - 1) / block_m);
+    f.softmax_scale = p.softmax_scale;
+    f.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    return f;
+}
+
+fmha_status launch(const Driver &drv, CUfunction fn, unsigned grid_x, unsigned grid_y,
+                   unsigned grid_z, unsigned threads, unsigned smem_bytes, CUstream stream,
+                   void *params, const char *kernel_name) {
+    void *args[] = {params};
+    CUresult res = drv.launch_kernel(fn, grid_x, grid_y, grid_z, threads, 1, 1, smem_bytes,
+                                     stream, args, nullptr);
+    if (res != CUDA_SUCCESS) {
+        driver_fail(drv, res, "cuLaunchKernel");
+        return fail(res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT
+                        ? FMHA_STATUS_CONTEXT_MISMATCH
+                        : FMHA_STATUS_DRIVER_ERROR,
+                    "launching %s: %s (is the stream from the plan's context?)", kernel_name,
+                    fmha_last_error_message());
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace fmha

@@ -1,0 +1,42 @@
+#include "kernel_select.h"
+
+#include "errors.h"
+#include "images.h"
+
+namespace fmha {
+
+bool is_supported_head_dim(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 256; }
+
+static fmha_status need_image(const char *family, int sm) {
+    if (find_image(family, sm) == nullptr)
+        return fail(FMHA_STATUS_NO_KERNEL_IMAGE,
+                    "no embedded %s kernel image runs on sm_%d (this build has archs set by "
+                    "FMHA_CUDA_ARCHS; see fmha_embedded_archs)",
+                    family, sm);
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status select_kernel(const Problem &p, int sm, KernelChoice *out) {
+    const bool hopper_device = sm == 90;
+    if (p.kernel == FMHA_KERNEL_HOPPER) {
+        if (!hopper_device)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor.kernel is HOPPER (2): the device is sm_%d, the Hopper "
+                        "kernel needs sm_90",
+                        sm);
+        FMHA_TRY(need_image("sm90", sm));
+        return sm90_configure(p, out);
+    }
+    if (p.kernel == FMHA_KERNEL_AUTO && hopper_device && find_image("sm90", sm) != nullptr) {
+        KernelChoice hopper;
+        if (sm90_configure(p, &hopper) == FMHA_STATUS_SUCCESS) {
+            *out = hopper;
+            return FMHA_STATUS_SUCCESS;
+        }
+        clear_error();  // fall back to the portable kernel
+    }
+    FMHA_TRY(need_image("portable", sm));
+    return portable_configure(p, out);
+}
+
+}  // namespace fmha

@@ -1,0 +1,253 @@
+// Portable forward attention (FlashAttention-2 style) on mma.sync tensor
+// cores: runs on every architecture from sm_80 on.
+//
+// One CTA computes BM query rows of one (batch, head): 4 warps, 16 rows each.
+// K and V tiles stream through shared memory with cp.async (the next K tile
+// loads during softmax, the next V tile during Q·Kᵀ). Softmax is online, in
+// base 2 with the scale folded into one FFMA; accumulation is fp32. P stays
+// in registers and becomes the A operand of P·V.
+#include <math_constants.h>
+
+#include "kernels/numeric.cuh"
+#include "kernels/params.h"
+#include "kernels/ptx/mma_sync.cuh"
+#include "kernels/tile_traits.h"
+
+namespace fmha::portable {
+
+template <bool kBf16, int D>
+struct Config {
+    static constexpr TileShape kTile = portable_tile(D);
+    static constexpr int BM = kTile.block_m;
+    static constexpr int BN = kTile.block_n;
+    static constexpr int kThreads = kTile.threads;
+    static constexpr int kRow = portable_smem_row(D);  // elements per shared-memory row
+    static constexpr int kChunks = D / 8;              // 16-byte chunks per row
+    static constexpr int kKSteps = D / 16;             // k-steps of S = Q·Kᵀ
+    static constexpr int kSTiles = BN / 8;             // 8-wide column tiles of S
+    static constexpr int kOTiles = D / 8;              // 8-wide column tiles of O
+    static_assert(BM == 16 * (kThreads / 32), "one warp per 16 query rows");
+    static_assert(kSTiles % 2 == 0 && kOTiles % 2 == 0, "ldmatrix.x4 loads two tiles");
+};
+
+// Copies `rows` rows of D elements starting at global row `row0` into shared
+// memory; rows at or past `limit` are zero-filled (never read).
+template <typename Cfg, typename T>
+__device__ __forceinline__ void load_rows(T *smem, const T *gmem, int64_t row_stride, int rows,
+                                          int row0, int limit) {
+    for (int idx = threadIdx.x; idx < rows * Cfg::kChunks; idx += Cfg::kThreads) {
+        const int r = idx / Cfg::kChunks;
+        const int c = idx % Cfg::kChunks;
+        const bool valid = row0 + r < limit;
+        const T *src = valid ? gmem + int64_t(row0 + r) * row_stride + c * 8 : gmem;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), src, valid);
+    }
+}
+
+template <bool kBf16, int D>
+__device__ __forceinline__ void forward(const FwdParams &p) {
+    using Cfg = Config<kBf16, D>;
+    using T = typename Elem<kBf16>::T;
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, kRow = Cfg::kRow;
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sQ = reinterpret_cast<T *>(smem_raw);
+    T *sK = sQ + BM * kRow;
+    T *sV = sK + BN * kRow;
+
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int g = lane / 4;  // fragment row within an 8-row group
+    const int t = lane % 4;  // fragment column pair
+
+    // Heaviest (last) query blocks first: under a causal mask they see most keys.
+    int bid = blockIdx.x;
+    const int m_block = p.num_m_blocks - 1 - bid % p.num_m_blocks;
+    bid /= p.num_m_blocks;
+    const int head = bid % p.num_q_heads;
+    const int batch = bid / p.num_q_heads;
+    const int kv_head = head / p.q_heads_per_kv;
+    const int m0 = m_block * BM;
+
+    const T *q = static_cast<const T *>(p.q) + batch * p.q_stride.batch + head * p.q_stride.head;
+    const T *k =
+        static_cast<const T *>(p.k) + batch * p.k_stride.batch + kv_head * p.k_stride.head;
+    const T *v =
+        static_cast<const T *>(p.v) + batch * p.v_stride.batch + kv_head * p.v_stride.head;
+    T *o = static_cast<T *>(p.o) + batch * p.o_stride.batch + head * p.o_stride.head;
+
+    // Keys [0, n_end) can be visible to some row of this block.
+    int n_end = p.seqlen_k;
+    if (p.causal) {
+        const int64_t last_row = min(m0 + BM, p.seqlen_q) - 1;
+        const int64_t visible = last_row + p.causal_offset + 1;  // keys seen by the last row
+        n_end = visible <= 0 ? 0 : visible < p.seqlen_k ? static_cast<int>(visible) : p.seqlen_k;
+    }
+    const int n_tiles = (n_end + BN - 1) / BN;
+
+    load_rows<Cfg>(sQ, q, p.q_stride.seq, BM, m0, p.seqlen_q);
+    if (n_tiles > 0) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, 0, p.seqlen_k);
+    ptx::cp_async_commit();
+    if (n_tiles > 0) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, 0, p.seqlen_k);
+    ptx::cp_async_commit();
+
+    float acc[Cfg::kOTiles][4];
+#pragma unroll
+    for (int i = 0; i < Cfg::kOTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};  // raw (unscaled) score maximum
+    float row_sum[2] = {0.f, 0.f};                      // this thread's partial sums
+    const int warp_row = warp * 16;
+
+    for (int j = 0; j < n_tiles; ++j) {
+        const int n0 = j * BN;
+        ptx::cp_async_wait<1>();  // Q and K_j have landed
+        __syncthreads();
+
+        float s[Cfg::kSTiles][4];
+#pragma unroll
+        for (int i = 0; i < Cfg::kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+            uint32_t a[4];
+            ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (warp_row + lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                               kk * 16 + lane / 16 * 8));
+#pragma unroll
+            for (int np = 0; np < Cfg::kSTiles / 2; ++np) {
+                uint32_t b[4];
+                ptx::ldmatrix_x4(b, ptx::smem_addr(sK + (np * 16 + lane % 8 + lane / 16 * 8) * kRow +
+                                                   kk * 16 + (lane / 8) % 2 * 8));
+                ptx::mma_16816<kBf16>(s[2 * np], a, b[0], b[1]);
+                ptx::mma_16816<kBf16>(s[2 * np + 1], a, b[2], b[3]);
+            }
+        }
+        __syncthreads();  // every warp is done with K_j: prefetch K_{j+1} over it
+        if (j + 1 < n_tiles) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, n0 + BN, p.seqlen_k);
+        ptx::cp_async_commit();
+
+        // Mask only tiles that cross the key end or the causal diagonal.
+        const bool crosses_end = n0 + BN > p.seqlen_k;
+        const bool crosses_diagonal = p.causal && int64_t(n0 + BN - 1) > m0 + p.causal_offset;
+        if (crosses_end || crosses_diagonal) {
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kSTiles; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = n0 + nt * 8 + 2 * t + (e & 1);
+                    const int64_t row = m0 + warp_row + g + (e >= 2 ? 8 : 0);
+                    const bool visible =
+                        col < p.seqlen_k && (!p.causal || col <= row + p.causal_offset);
+                    if (!visible) s[nt][e] = -CUDART_INF_F;
+                }
+            }
+        }
+
+        // Online softmax, two rows per thread (g and g + 8), a row shared by 4 lanes.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = row_max[r];
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kSTiles; ++nt)
+                mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            // A row with no visible key yet keeps max -inf: subtract 0 instead.
+            const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+            const float alpha = ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
+            row_max[r] = mx;
+            row_sum[r] *= alpha;
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
+                acc[nt][2 * r] *= alpha;
+                acc[nt][2 * r + 1] *= alpha;
+            }
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kSTiles; ++nt) {
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                    s[nt][e] = ptx::exp2_approx(fmaf(s[nt][e], p.scale_log2, -m_scaled));
+                    row_sum[r] += s[nt][e];
+                }
+            }
+        }
+
+        ptx::cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            // The S accumulator layout of two 8-column tiles is the A layout of one k-step.
+            uint32_t a[4];
+            a[0] = Elem<kBf16>::pack(s[2 * kk][0], s[2 * kk][1]);
+            a[1] = Elem<kBf16>::pack(s[2 * kk][2], s[2 * kk][3]);
+            a[2] = Elem<kBf16>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            a[3] = Elem<kBf16>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
+                uint32_t b[4];
+                ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + (kk * 16 + lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                                         np * 16 + lane / 16 * 8));
+                ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
+                ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
+            }
+        }
+        __syncthreads();  // every warp is done with V_j
+        if (j + 1 < n_tiles) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, n0 + BN, p.seqlen_k);
+        ptx::cp_async_commit();
+    }
+
+    // Epilogue: normalize, stage this warp's 16 rows in its own Q rows, then
+    // write them with 16-byte stores. A row that saw no key has sum 0: O = 0.
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    float lse[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = row_sum[r];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        lse[r] = sum > 0.f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.6931471805599453f
+                           : -CUDART_INF_F;
+        const int row_local = warp_row + g + 8 * r;
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
+            *reinterpret_cast<uint32_t *>(sQ + row_local * kRow + nt * 8 + 2 * t) =
+                Elem<kBf16>::pack(acc[nt][2 * r] * inv, acc[nt][2 * r + 1] * inv);
+        }
+    }
+    __syncwarp();
+    for (int idx = lane; idx < 16 * Cfg::kChunks; idx += 32) {
+        const int r = idx / Cfg::kChunks;
+        const int c = idx % Cfg::kChunks;
+        const int row = m0 + warp_row + r;
+        if (row < p.seqlen_q)
+            *reinterpret_cast<uint4 *>(o + int64_t(row) * p.o_stride.seq + c * 8) =
+                *reinterpret_cast<const uint4 *>(sQ + (warp_row + r) * kRow + c * 8);
+    }
+    if (p.lse != nullptr && t == 0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = m0 + warp_row + g + 8 * r;
+            if (row < p.seqlen_q)
+                p.lse[(int64_t(batch) * p.num_q_heads + head) * p.seqlen_q + row] = lse[r];
+        }
+    }
+}
+
+}  // namespace fmha::portable
+
+// Entry points: one per (dtype, head_dim). The host names them in
+// launch_portable.cpp.
+#define FMHA_PORTABLE_ENTRY(name, bf16, d)                                           \
+    extern "C" __global__ void __launch_bounds__(fmha::portable_tile(d).threads, 2)  \
+        name(const fmha::FwdParams p) {                                              \
+        fmha::portable::forward<bf16, d>(p);                                         \
+    }
+
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd64, true, 64)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd96, true, 96)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd128, true, 128)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd256, true, 256)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd64, false, 64)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd96, false, 96)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd128, false, 128)
+FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd256, false, 256)

@@ -1,0 +1,31 @@
+// Kernel parameters shared by the host launchers and the device code. Plain
+// C++ with fixed-width types so both compilers lay it out identically.
+#pragma once
+#include <stdint.h>
+
+namespace fmha {
+
+struct TensorStrides {
+    int64_t batch, seq, head;  // elements
+};
+
+struct FwdParams {
+    const void *q;
+    const void *k;
+    const void *v;
+    void *o;
+    float *lse;  // [batch][num_q_heads][seqlen_q], or null
+    TensorStrides q_stride, k_stride, v_stride, o_stride;
+    int64_t causal_offset;     // key j visible to query i iff j <= i + causal_offset
+    int32_t batch;
+    int32_t num_q_heads;
+    int32_t q_heads_per_kv;    // num_q_heads / num_kv_heads
+    int32_t seqlen_q;
+    int32_t seqlen_k;
+    int32_t num_m_blocks;      // ceil(seqlen_q / block_m)
+    int32_t causal;            // 0 or 1
+    float scale_log2;          // softmax_scale * log2(e)
+    float softmax_scale;
+};
+
+}  // namespace fmha

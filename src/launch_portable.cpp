@@ -1,0 +1,58 @@
+// The portable mma.sync kernel family: configuration and launch.
+#include <climits>
+
+#include "errors.h"
+#include "fwd_params.h"
+#include "kernel_select.h"
+#include "kernels/tile_traits.h"
+#include "plan.h"
+
+namespace fmha {
+namespace {
+
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    switch (head_dim) {
+    case 64: return bf16 ? "fmha_fwd_portable_bf16_hd64" : "fmha_fwd_portable_fp16_hd64";
+    case 96: return bf16 ? "fmha_fwd_portable_bf16_hd96" : "fmha_fwd_portable_fp16_hd96";
+    case 128: return bf16 ? "fmha_fwd_portable_bf16_hd128" : "fmha_fwd_portable_fp16_hd128";
+    case 256: return bf16 ? "fmha_fwd_portable_bf16_hd256" : "fmha_fwd_portable_fp16_hd256";
+    }
+    return nullptr;
+}
+
+fmha_status portable_launch(const fmha_plan &plan, const fmha_tensors &t, void *,
+                            CUstream stream) {
+    const KernelChoice &c = plan.choice;
+    FwdParams params = make_fwd_params(plan.problem, t, c.tile_m);
+    // One CTA per (query block, head, batch), flattened into x.
+    const int64_t ctas = int64_t(params.num_m_blocks) * params.num_q_heads * params.batch;
+    return launch(*plan.drv, plan.function, static_cast<unsigned>(ctas), 1, 1, c.threads,
+                  c.smem_bytes, stream, &params, c.kernel_name);
+}
+
+}  // namespace
+
+fmha_status portable_configure(const Problem &p, KernelChoice *out) {
+    const TileShape tile = portable_tile(static_cast<int>(p.head_dim));
+    const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
+    if (m_blocks * p.num_q_heads * p.batch > INT_MAX)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "batch %lld x num_q_heads %lld x ceil(seqlen_q/%d) %lld exceeds 2^31-1 CTAs",
+                    (long long)p.batch, (long long)p.num_q_heads, tile.block_m,
+                    (long long)m_blocks);
+    KernelChoice c;
+    c.family = FMHA_KERNEL_PORTABLE;
+    c.image_family = "portable";
+    c.kernel_name = kernel_name(p.dtype, p.head_dim);
+    c.tile_m = tile.block_m;
+    c.tile_n = tile.block_n;
+    c.threads = tile.threads;
+    c.smem_bytes = portable_smem_bytes(static_cast<int>(p.head_dim));
+    c.workspace_bytes = 0;
+    c.launch = portable_launch;
+    *out = c;
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace fmha

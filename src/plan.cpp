@@ -1,0 +1,129 @@
+// Plan creation and introspection, and the support query.
+#include "plan.h"
+
+#include <new>
+
+#include "context.h"
+#include "errors.h"
+#include "validate.h"
+
+extern "C" {
+
+FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm) {
+    fmha::clear_error();
+    fmha::Problem p;
+    FMHA_TRY(fmha::read_descriptor(desc, &p));
+    if (sm == FMHA_SM_ANY) return FMHA_STATUS_SUCCESS;
+    if (sm == FMHA_SM_CURRENT_DEVICE) {
+        const fmha::Driver *drv;
+        FMHA_TRY(fmha::load_driver(&drv));
+        CUcontext ctx = nullptr;
+        FMHA_CU(*drv, ctx_get_current(&ctx));
+        FMHA_TRY(fmha::query_device_sm(*drv, ctx ? -1 : p.device, &sm));
+    } else if (sm < 0) {
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                          "sm is %d: pass a compute capability (e.g. 90), FMHA_SM_ANY (0) or "
+                          "FMHA_SM_CURRENT_DEVICE (-1)",
+                          sm);
+    }
+    return fmha::check_device(p, sm);
+}
+
+FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descriptor *desc) {
+    fmha::clear_error();
+    if (plan_out == nullptr)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan (the output pointer) is NULL");
+    *plan_out = nullptr;
+    fmha::Problem p;
+    FMHA_TRY(fmha::read_descriptor(desc, &p));
+    const fmha::Driver *drv;
+    FMHA_TRY(fmha::load_driver(&drv));
+    fmha::DeviceContext dc;
+    FMHA_TRY(fmha::acquire_context(*drv, p.device, &dc));
+
+    auto *plan = new (std::nothrow) fmha_plan();
+    if (plan == nullptr) {
+        fmha::release_context(*drv, dc);
+        return fmha::fail(FMHA_STATUS_OUT_OF_MEMORY, "allocating the plan failed");
+    }
+    plan->problem = p;
+    plan->drv = drv;
+    plan->ctx = dc.ctx;
+    plan->device = dc.device;
+    plan->device_ordinal = dc.ordinal;
+    plan->device_sm = dc.sm;
+    plan->num_sms = dc.num_sms;
+    plan->retained_primary = dc.retained_primary;
+
+    fmha_status st = fmha::check_device(p, dc.sm);
+    if (st == FMHA_STATUS_SUCCESS) st = fmha::select_kernel(p, dc.sm, &plan->choice);
+    if (st == FMHA_STATUS_SUCCESS && plan->choice.smem_bytes > dc.max_smem_optin)
+        st = fmha::fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "kernel %s needs %d bytes of shared memory; sm_%d offers %d",
+                        plan->choice.kernel_name, plan->choice.smem_bytes, dc.sm,
+                        dc.max_smem_optin);
+    if (st == FMHA_STATUS_SUCCESS) {
+        plan->image = fmha::find_image(plan->choice.image_family, dc.sm);
+        st = fmha::load_function(*drv, dc.ctx, *plan->image, plan->choice.kernel_name,
+                                 &plan->function);
+    }
+    if (st == FMHA_STATUS_SUCCESS && plan->choice.smem_bytes > 48 * 1024) {
+        CUresult res = drv->func_set_attribute(plan->function,
+                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                               plan->choice.smem_bytes);
+        if (res != CUDA_SUCCESS) st = fmha::driver_fail(*drv, res, "cuFuncSetAttribute");
+    }
+    if (st != FMHA_STATUS_SUCCESS) {
+        fmha_destroy_plan(plan);
+        return st;
+    }
+    *plan_out = plan;
+    return FMHA_STATUS_SUCCESS;
+}
+
+FMHA_API void fmha_destroy_plan(fmha_plan *plan) {
+    if (plan == nullptr) return;
+    if (plan->retained_primary) plan->drv->primary_ctx_release(plan->device);
+    delete plan;
+}
+
+FMHA_API fmha_status fmha_plan_workspace_size(const fmha_plan *plan, size_t *bytes) {
+    fmha::clear_error();
+    if (plan == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan is NULL");
+    if (bytes == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "bytes is NULL");
+    *bytes = plan->choice.workspace_bytes;
+    return FMHA_STATUS_SUCCESS;
+}
+
+FMHA_API fmha_status fmha_plan_get_info(const fmha_plan *plan, fmha_plan_info *info) {
+    fmha::clear_error();
+    if (plan == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan is NULL");
+    if (info == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "info is NULL");
+    if (info->version != FMHA_PLAN_INFO_VERSION)
+        return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
+                          "fmha_plan_info.version is %u: this library knows version %d",
+                          info->version, FMHA_PLAN_INFO_VERSION);
+    info->kernel_family = plan->choice.family;
+    info->kernel_name = plan->choice.kernel_name;
+    info->device = plan->device_ordinal;
+    info->device_sm = plan->device_sm;
+    info->image_sm = plan->image->sm;
+    info->image_is_ptx = plan->image->is_ptx;
+    info->tile_m = plan->choice.tile_m;
+    info->tile_n = plan->choice.tile_n;
+    info->threads_per_cta = plan->choice.threads;
+    info->shared_memory_bytes = plan->choice.smem_bytes;
+    info->workspace_bytes = plan->choice.workspace_bytes;
+    return FMHA_STATUS_SUCCESS;
+}
+
+FMHA_API fmha_status fmha_driver_version(int32_t *version) {
+    fmha::clear_error();
+    if (version == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "version is NULL");
+    const fmha::Driver *drv;
+    FMHA_TRY(fmha::load_driver(&drv));
+    *version = drv->version;
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // extern "C"

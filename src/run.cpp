@@ -1,0 +1,64 @@
+// fmha_run: argument checks, then the family's launcher. Nothing here
+// allocates, synchronizes or calls a slow driver entry point.
+#include <cstdint>
+
+#include "context.h"
+#include "errors.h"
+#include "plan.h"
+
+namespace {
+
+fmha_status check_pointer(const char *name, const void *ptr) {
+    if (ptr == nullptr)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors.%s is NULL", name);
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+        return fmha::fail(FMHA_STATUS_MISALIGNED,
+                          "tensors.%s is %p: must be 16-byte aligned", name, ptr);
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *t,
+                                         void *workspace, size_t workspace_bytes,
+                                         fmha_stream stream) {
+    fmha::clear_error();
+    if (plan == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan is NULL");
+    if (t == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors is NULL");
+    if (t->version != FMHA_TENSORS_VERSION)
+        return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
+                          "tensors.version is %u: this library knows version %d (call "
+                          "fmha_tensors_init)",
+                          t->version, FMHA_TENSORS_VERSION);
+    if (t->reserved0 != 0)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors.reserved0 is %u: must be 0",
+                          t->reserved0);
+    FMHA_TRY(check_pointer("q", t->q));
+    FMHA_TRY(check_pointer("k", t->k));
+    FMHA_TRY(check_pointer("v", t->v));
+    FMHA_TRY(check_pointer("o", t->o));
+    if (plan->problem.write_lse) {
+        if (t->lse == nullptr)
+            return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                              "tensors.lse is NULL but the descriptor sets FMHA_FLAG_WRITE_LSE");
+        if (reinterpret_cast<uintptr_t>(t->lse) % 4 != 0)
+            return fmha::fail(FMHA_STATUS_MISALIGNED,
+                              "tensors.lse is %p: must be 4-byte aligned", (void *)t->lse);
+    }
+    const uint64_t needed = plan->choice.workspace_bytes;
+    if (workspace_bytes < needed)
+        return fmha::fail(FMHA_STATUS_WORKSPACE_TOO_SMALL,
+                          "workspace_bytes is %zu: this plan needs %llu (fmha_plan_workspace_size)",
+                          workspace_bytes, (unsigned long long)needed);
+    if (needed > 0 && workspace == nullptr)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                          "workspace is NULL: this plan needs %llu bytes",
+                          (unsigned long long)needed);
+    if (needed > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+        return fmha::fail(FMHA_STATUS_MISALIGNED, "workspace is %p: must be 16-byte aligned",
+                          workspace);
+
+    fmha::ScopedContext scope(*plan->drv, plan->ctx);
+    FMHA_TRY(scope.status());
+    return plan->choice.launch(*plan, *t, workspace, reinterpret_cast<CUstream>(stream));
+}

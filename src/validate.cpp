@@ -1,0 +1,196 @@
+#include "validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+
+#include "errors.h"
+#include "kernel_select.h"
+
+namespace fmha {
+namespace {
+
+constexpr int64_t kAlignElements = 8;  // 16 bytes of a 16-bit type
+
+fmha_status check_positive(const char *field, int64_t value) {
+    if (value < 1)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.%s is %lld: must be >= 1", field,
+                    (long long)value);
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status check_strides(const char *tensor, const fmha_strides &s) {
+    if (s.dim != 1)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.%s.dim is %lld: the last dimension must be contiguous (1)",
+                    tensor, (long long)s.dim);
+    const struct {
+        const char *name;
+        int64_t value;
+    } fields[] = {{"batch", s.batch}, {"seq", s.seq}, {"head", s.head}};
+    for (const auto &f : fields) {
+        if (f.value < 0)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor.%s.%s is %lld: negative strides are not supported", tensor,
+                        f.name, (long long)f.value);
+        if (f.value % kAlignElements != 0)
+            return fail(FMHA_STATUS_MISALIGNED,
+                        "descriptor.%s.%s is %lld: must be a multiple of 8 elements (16 bytes)",
+                        tensor, f.name, (long long)f.value);
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
+// The output must not alias itself: sorted by stride, each dimension must
+// start past the end of the previous ones.
+fmha_status check_no_overlap(const Problem &p) {
+    struct Dim {
+        const char *name;
+        int64_t stride, extent;
+    } dims[] = {{"batch", p.o.batch, p.batch},
+                {"seq", p.o.seq, p.seqlen_q},
+                {"head", p.o.head, p.num_q_heads},
+                {"dim", 1, p.head_dim_v}};
+    std::sort(std::begin(dims), std::end(dims),
+              [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
+    int64_t span = 1;  // elements covered by the dims seen so far
+    for (const Dim &d : dims) {
+        if (d.extent == 1) continue;
+        if (d.stride < span)
+            return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                        "descriptor.o_strides.%s is %lld: output rows would overlap (needs >= "
+                        "%lld for this shape)",
+                        d.name, (long long)d.stride, (long long)span);
+        span = d.stride * d.extent;
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status forced_kernel(fmha_kernel_family *kernel) {
+    const char *env = std::getenv("FMHA_FORCE_KERNEL");
+    if (env == nullptr || env[0] == '\0') return FMHA_STATUS_SUCCESS;
+    if (std::strcmp(env, "auto") == 0) return FMHA_STATUS_SUCCESS;
+    if (std::strcmp(env, "portable") == 0) *kernel = FMHA_KERNEL_PORTABLE;
+    else if (std::strcmp(env, "hopper") == 0) *kernel = FMHA_KERNEL_HOPPER;
+    else
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "environment FMHA_FORCE_KERNEL is \"%s\": must be auto, portable or hopper",
+                    env);
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+fmha_status read_descriptor(const fmha_descriptor *desc, Problem *out) {
+    if (desc == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor is NULL");
+    if (desc->version != FMHA_DESCRIPTOR_VERSION)
+        return fail(FMHA_STATUS_VERSION_MISMATCH,
+                    "descriptor.version is %u: this library knows version %d (call "
+                    "fmha_descriptor_init)",
+                    desc->version, FMHA_DESCRIPTOR_VERSION);
+    Problem p{};
+    if (desc->dtype != FMHA_DTYPE_BF16 && desc->dtype != FMHA_DTYPE_FP16)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.dtype is %d: must be FMHA_DTYPE_BF16 (1) or FMHA_DTYPE_FP16 (2)",
+                    desc->dtype);
+    p.dtype = static_cast<fmha_dtype>(desc->dtype);
+    FMHA_TRY(check_positive("batch", desc->batch));
+    FMHA_TRY(check_positive("num_q_heads", desc->num_q_heads));
+    FMHA_TRY(check_positive("num_kv_heads", desc->num_kv_heads));
+    FMHA_TRY(check_positive("seqlen_q", desc->seqlen_q));
+    FMHA_TRY(check_positive("seqlen_k", desc->seqlen_k));
+    FMHA_TRY(check_positive("head_dim", desc->head_dim));
+    if (desc->num_q_heads % desc->num_kv_heads != 0)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.num_q_heads is %lld: must be a multiple of num_kv_heads (%lld)",
+                    (long long)desc->num_q_heads, (long long)desc->num_kv_heads);
+    if (desc->head_dim_v < 0)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.head_dim_v is %lld: must be >= 0 (0 means head_dim)",
+                    (long long)desc->head_dim_v);
+    p.batch = desc->batch;
+    p.num_q_heads = desc->num_q_heads;
+    p.num_kv_heads = desc->num_kv_heads;
+    p.seqlen_q = desc->seqlen_q;
+    p.seqlen_k = desc->seqlen_k;
+    p.head_dim = desc->head_dim;
+    p.head_dim_v = desc->head_dim_v == 0 ? desc->head_dim : desc->head_dim_v;
+
+    if (!is_supported_head_dim(p.head_dim))
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.head_dim is %lld: supported head dims are 64, 96, 128, 256",
+                    (long long)p.head_dim);
+    if (p.head_dim_v != p.head_dim)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.head_dim_v is %lld: must equal head_dim (%lld) in this version",
+                    (long long)p.head_dim_v, (long long)p.head_dim);
+    const int64_t kMaxSeqlen = (int64_t(1) << 31) - 1;
+    if (p.seqlen_q > kMaxSeqlen || p.seqlen_k > kMaxSeqlen)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.seqlen_%s is %lld: at most 2^31-1 is supported",
+                    p.seqlen_q > kMaxSeqlen ? "q" : "k",
+                    (long long)std::max(p.seqlen_q, p.seqlen_k));
+    if (p.num_q_heads > 65535 || p.batch > kMaxSeqlen)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.%s is %lld: at most %lld is supported",
+                    p.num_q_heads > 65535 ? "num_q_heads" : "batch",
+                    (long long)(p.num_q_heads > 65535 ? p.num_q_heads : p.batch),
+                    (long long)(p.num_q_heads > 65535 ? 65535 : kMaxSeqlen));
+
+    FMHA_TRY(check_strides("q_strides", desc->q_strides));
+    FMHA_TRY(check_strides("k_strides", desc->k_strides));
+    FMHA_TRY(check_strides("v_strides", desc->v_strides));
+    FMHA_TRY(check_strides("o_strides", desc->o_strides));
+    p.q = desc->q_strides;
+    p.k = desc->k_strides;
+    p.v = desc->v_strides;
+    p.o = desc->o_strides;
+    FMHA_TRY(check_no_overlap(p));
+
+    float scale = desc->softmax_scale;
+    if (!std::isfinite(scale) || scale < 0.0f)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.softmax_scale is %g: must be finite and > 0 (0 means "
+                    "1/sqrt(head_dim))",
+                    (double)scale);
+    p.softmax_scale = scale == 0.0f ? 1.0f / std::sqrt((float)p.head_dim) : scale;
+
+    if (desc->mask < FMHA_MASK_NONE || desc->mask > FMHA_MASK_CAUSAL_BOTTOM_RIGHT)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.mask is %d: must be NONE (0), CAUSAL_TOP_LEFT (1) or "
+                    "CAUSAL_BOTTOM_RIGHT (2)",
+                    desc->mask);
+    p.mask = static_cast<fmha_mask>(desc->mask);
+    if (desc->flags & ~FMHA_FLAG_WRITE_LSE)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.flags is 0x%x: unknown bits 0x%x", desc->flags,
+                    desc->flags & ~FMHA_FLAG_WRITE_LSE);
+    p.write_lse = (desc->flags & FMHA_FLAG_WRITE_LSE) != 0;
+    if (desc->kernel < FMHA_KERNEL_AUTO || desc->kernel > FMHA_KERNEL_HOPPER)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.kernel is %d: must be AUTO (0), PORTABLE (1) or HOPPER (2)",
+                    desc->kernel);
+    p.kernel = static_cast<fmha_kernel_family>(desc->kernel);
+    if (p.kernel == FMHA_KERNEL_AUTO) FMHA_TRY(forced_kernel(&p.kernel));
+    if (desc->device < 0)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.device is %d: must be >= 0",
+                    desc->device);
+    p.device = desc->device;
+    if (desc->reserved0 != 0)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.reserved0 is %d: must be 0",
+                    desc->reserved0);
+    *out = p;
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status check_device(const Problem &p, int sm) {
+    if (sm < 80)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "device compute capability is sm_%d: libfmha needs sm_80 or newer", sm);
+    KernelChoice choice;
+    return select_kernel(p, sm, &choice);
+}
+
+}  // namespace fmha

@@ -32,6 +32,11 @@ use core::ptr::{self, NonNull};
 
 pub mod sys;
 
+// Compiles the README's example as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// Pass as `sm` to [`check_support`] to skip every device-dependent check.
 pub const SM_ANY: i32 = sys::FMHA_SM_ANY;
 /// Pass as `sm` to [`check_support`] to check against the device a plan

@@ -5,6 +5,7 @@
 //!   2. `FMHA_PREFIX`/lib, lib64          (an install prefix)
 //!   3. `FMHA_BUILD_DIR`                  (a CMake build directory)
 //!   4. /usr/local/lib, /usr/local/lib64  (default install location)
+//!
 //! The system linker's own default paths (/usr/lib, ...) are always searched.
 
 use std::env;

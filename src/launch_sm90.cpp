@@ -1,11 +1,83 @@
 // The Hopper (sm_90a) TMA + wgmma kernel family: configuration and launch.
+#include <climits>
+#include <cstring>
+
 #include "errors.h"
+#include "fwd_params.h"
 #include "kernel_select.h"
+#include "kernels/params.h"
+#include "kernels/tile_traits.h"
+#include "plan.h"
+#include "tensor_map.h"
+
+static_assert(sizeof(fmha::TmaDescriptor) == sizeof(CUtensorMap), "CUtensorMap layout");
 
 namespace fmha {
+namespace {
 
-fmha_status sm90_configure(const Problem &, KernelChoice *) {
-    return fail(FMHA_STATUS_NOT_SUPPORTED, "the Hopper kernel is not part of this build yet");
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    switch (head_dim) {
+    case 64: return bf16 ? "fmha_fwd_sm90_bf16_hd64" : "fmha_fwd_sm90_fp16_hd64";
+    case 96: return bf16 ? "fmha_fwd_sm90_bf16_hd96" : "fmha_fwd_sm90_fp16_hd96";
+    case 128: return bf16 ? "fmha_fwd_sm90_bf16_hd128" : "fmha_fwd_sm90_fp16_hd128";
+    case 256: return bf16 ? "fmha_fwd_sm90_bf16_hd256" : "fmha_fwd_sm90_fp16_hd256";
+    }
+    return nullptr;
+}
+
+// TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
+bool broadcasts(const fmha_strides &s, int64_t seqlen, int64_t heads, int64_t batch) {
+    return (s.seq == 0 && seqlen > 1) || (s.head == 0 && heads > 1) || (s.batch == 0 && batch > 1);
+}
+
+fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CUstream stream) {
+    const Problem &p = plan.problem;
+    const KernelChoice &c = plan.choice;
+    Sm90Params params;
+    std::memset(&params, 0, sizeof params);
+    auto *maps = reinterpret_cast<CUtensorMap *>(&params);
+    const Driver &drv = *plan.drv;
+    FMHA_TRY(encode_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, p.seqlen_q,
+                               p.num_q_heads, p.batch, p.q, c.tile_m, "q"));
+    FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, p.seqlen_k,
+                               p.num_kv_heads, p.batch, p.k, c.tile_n, "k"));
+    FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, p.seqlen_k,
+                               p.num_kv_heads, p.batch, p.v, c.tile_n, "v"));
+    // Each consumer warpgroup stores its own 64 rows.
+    FMHA_TRY(encode_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, p.seqlen_q,
+                               p.num_q_heads, p.batch, p.o, 64, "o"));
+    params.fwd = make_fwd_params(p, t, c.tile_m);
+    const int64_t ctas = int64_t(params.fwd.num_m_blocks) * params.fwd.num_q_heads * params.fwd.batch;
+    return launch(drv, plan.function, static_cast<unsigned>(ctas), 1, 1, c.threads, c.smem_bytes,
+                  stream, &params, c.kernel_name);
+}
+
+}  // namespace
+
+fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
+    if (broadcasts(p.q, p.seqlen_q, p.num_q_heads, p.batch) ||
+        broadcasts(p.k, p.seqlen_k, p.num_kv_heads, p.batch) ||
+        broadcasts(p.v, p.seqlen_k, p.num_kv_heads, p.batch))
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
+    const int d = static_cast<int>(p.head_dim);
+    const Sm90Tile tile = sm90_tile(d);
+    const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
+    if (m_blocks * p.num_q_heads * p.batch > INT_MAX)
+        return fail(FMHA_STATUS_NOT_SUPPORTED, "batch x heads x query blocks exceeds 2^31-1 CTAs");
+    KernelChoice c;
+    c.family = FMHA_KERNEL_HOPPER;
+    c.image_family = "sm90";
+    c.kernel_name = kernel_name(p.dtype, p.head_dim);
+    c.tile_m = tile.block_m;
+    c.tile_n = tile.block_n;
+    c.threads = sm90_threads(d);
+    c.smem_bytes = sm90_smem_bytes(d);
+    c.workspace_bytes = 0;
+    c.launch = sm90_launch;
+    *out = c;
+    return FMHA_STATUS_SUCCESS;
 }
 
 }  // namespace fmha

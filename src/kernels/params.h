@@ -29,3 +29,19 @@ struct FwdParams {
 };
 
 }  // namespace fmha
+
+namespace fmha {
+
+// Opaque CUtensorMap (cuda.h): 128 bytes, 64-byte aligned. The host checks
+// the sizes agree.
+struct alignas(64) TmaDescriptor {
+    uint64_t opaque[16];
+};
+
+// Tensor maps address every (batch, head) slice: dims (dim, seq, head, batch).
+struct Sm90Params {
+    TmaDescriptor q, k, v, o;
+    FwdParams fwd;
+};
+
+}  // namespace fmha

@@ -32,3 +32,39 @@ FMHA_HOST_DEVICE constexpr int portable_smem_bytes(int head_dim) {
 }
 
 }  // namespace fmha
+
+namespace fmha {
+
+// Hopper TMA + wgmma kernel: one producer warpgroup and `consumers`
+// warpgroups of 64 query rows each. Head dims are padded to a multiple of 64
+// (the 128-byte swizzle width): hd96 runs as 128 with TMA zero-filling the
+// extra columns and clipping them on store.
+struct Sm90Tile {
+    int block_m;
+    int block_n;
+    int consumers;
+    int stages;      // K and V pipeline depth
+    int padded_dim;  // head dim rounded up to 64
+};
+
+FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim) {
+    return head_dim == 256 ? Sm90Tile{128, 64, 2, 2, 256}
+         : head_dim == 64  ? Sm90Tile{128, 128, 2, 2, 64}
+                           : Sm90Tile{128, 128, 2, 2, 128};
+}
+
+FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim) {
+    return 128 * (1 + sm90_tile(head_dim).consumers);
+}
+
+// Q, then `stages` K tiles, then `stages` V tiles, then the mbarriers; plus
+// 1 KB so the kernel can align the base to the 1024-byte swizzle atom.
+FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(int head_dim) {
+    return 1024 +
+           2 * sm90_tile(head_dim).padded_dim *
+               (sm90_tile(head_dim).block_m +
+                2 * sm90_tile(head_dim).stages * sm90_tile(head_dim).block_n) +
+           8 * (1 + 4 * sm90_tile(head_dim).stages);
+}
+
+}  // namespace fmha

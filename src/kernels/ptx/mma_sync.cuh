@@ -1,7 +1,9 @@
-// Thin PTX wrappers for the sm_80+ warp-level path: cp.async, ldmatrix,
-// mma.sync m16n8k16 and the fast exp2. One instruction each, no logic.
+// Thin PTX wrappers for the sm_80+ warp-level path: cp.async, ldmatrix and
+// mma.sync m16n8k16. One instruction each, no logic.
 #pragma once
 #include <stdint.h>
+
+#include "kernels/ptx/math.cuh"
 
 namespace fmha::ptx {
 
@@ -53,13 +55,6 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
-}
-
-// 2^x on the special-function unit (ex2.approx: exp2(-inf) = +0).
-__device__ __forceinline__ float exp2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
 }
 
 }  // namespace fmha::ptx

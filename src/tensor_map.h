@@ -1,0 +1,19 @@
+// TMA tensor maps (CUtensorMap) over strided 4-D attention tensors, built on
+// the host through the loaded driver. Pure host work: safe inside fmha_run.
+#pragma once
+#include <cuda.h>
+
+#include "driver.h"
+#include "problem.h"
+
+namespace fmha {
+
+// Describes one tensor as dims (dim, seq, head, batch), innermost first,
+// with a box of 64 elements (the 128-byte swizzle width) by `box_rows` rows
+// of one (head, batch). Reads past the bounds give zeros; writes are clipped.
+fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+                              const void *base, int64_t dim, int64_t seqlen, int64_t heads,
+                              int64_t batch, const fmha_strides &strides, int box_rows,
+                              const char *name);
+
+}  // namespace fmha

@@ -1,0 +1,129 @@
+"""Python bindings for libfmha, fused multi-head attention for NVIDIA GPUs.
+
+The library (libfmha.so) is loaded lazily with ctypes on first use; see
+:mod:`fmha._lib` for where it is looked for (``$FMHA_LIBRARY`` first).
+torch and CuPy are optional and never imported by this package itself.
+
+Main entry points:
+
+* :func:`attention` - attention on torch / CuPy / DLPack tensors.
+* :class:`Plan` - explicit plans for the C-style create-once, run-many use.
+* :func:`check_support` - is a problem valid and supported? (no driver needed)
+* :func:`version`, :func:`driver_version`, :func:`embedded_archs`.
+"""
+
+from __future__ import annotations
+
+from ._abi import (
+    FMHA_DESCRIPTOR_VERSION,
+    FMHA_FLAG_WRITE_LSE,
+    FMHA_PLAN_INFO_VERSION,
+    FMHA_SM_ANY as SM_ANY,
+    FMHA_SM_CURRENT_DEVICE as SM_CURRENT_DEVICE,
+    FMHA_TENSORS_VERSION,
+    FMHA_VERSION_MAJOR,
+    FMHA_VERSION_MINOR,
+    FMHA_VERSION_NUMBER,
+    FMHA_VERSION_PATCH,
+    DType,
+    FmhaDescriptor,
+    FmhaPlanInfo,
+    FmhaStrides,
+    FmhaTensors,
+    KernelFamily,
+    Mask,
+    Status,
+)
+from ._lib import library, library_path
+from .api import attention, clear_plan_cache, describe, plan_cache_info, set_plan_cache_size
+from .errors import (
+    ContextMismatchError,
+    DriverError,
+    FmhaError,
+    InternalError,
+    InvalidArgumentError,
+    LibraryLoadError,
+    MisalignedError,
+    NoDeviceError,
+    NoDriverError,
+    NoKernelImageError,
+    NotSupportedError,
+    OutOfMemoryError,
+    VersionMismatchError,
+    WorkspaceTooSmallError,
+)
+from .plan import CacheInfo, Plan, PlanCache, PlanInfo
+from .problem import SupportResult, check_support, layout_strides, make_descriptor
+from .runtime import (
+    VersionInfo,
+    driver_version,
+    embedded_archs,
+    embedded_ptx_arch,
+    status_string,
+    version,
+    version_string,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # high level
+    "attention",
+    "describe",
+    "plan_cache_info",
+    "clear_plan_cache",
+    "set_plan_cache_size",
+    "CacheInfo",
+    # plans and problems
+    "Plan",
+    "PlanInfo",
+    "PlanCache",
+    "check_support",
+    "SupportResult",
+    "make_descriptor",
+    "layout_strides",
+    # introspection
+    "version",
+    "version_string",
+    "VersionInfo",
+    "driver_version",
+    "embedded_archs",
+    "embedded_ptx_arch",
+    "status_string",
+    "library",
+    "library_path",
+    # enums, structs, constants
+    "Status",
+    "DType",
+    "Mask",
+    "KernelFamily",
+    "FmhaDescriptor",
+    "FmhaStrides",
+    "FmhaTensors",
+    "FmhaPlanInfo",
+    "SM_ANY",
+    "SM_CURRENT_DEVICE",
+    "FMHA_VERSION_MAJOR",
+    "FMHA_VERSION_MINOR",
+    "FMHA_VERSION_PATCH",
+    "FMHA_VERSION_NUMBER",
+    "FMHA_DESCRIPTOR_VERSION",
+    "FMHA_TENSORS_VERSION",
+    "FMHA_PLAN_INFO_VERSION",
+    "FMHA_FLAG_WRITE_LSE",
+    # errors
+    "FmhaError",
+    "InvalidArgumentError",
+    "NotSupportedError",
+    "VersionMismatchError",
+    "NoDriverError",
+    "NoDeviceError",
+    "DriverError",
+    "MisalignedError",
+    "WorkspaceTooSmallError",
+    "OutOfMemoryError",
+    "NoKernelImageError",
+    "ContextMismatchError",
+    "InternalError",
+    "LibraryLoadError",
+]

@@ -1,0 +1,357 @@
+"""Describing an attention problem: building ``fmha_descriptor`` and support queries.
+
+A descriptor always starts from ``fmha_descriptor_init`` (the library's own
+defaults); only the fields the caller gives are then set. Problem fields are
+passed as keyword arguments everywhere (:func:`make_descriptor`,
+:func:`check_support`, :class:`fmha.Plan`):
+
+=================  ==========================================================
+``batch``          required, >= 1
+``num_q_heads``    required, a multiple of ``num_kv_heads``
+``seqlen_q``       required
+``head_dim``       required: 64, 96, 128 or 256 (library-dependent)
+``num_kv_heads``   default ``num_q_heads`` (MHA)
+``seqlen_k``       default ``seqlen_q``
+``head_dim_v``     default: the library's (same as ``head_dim``)
+``dtype``          ``"bf16"``/``"fp16"``, a :class:`DType`, or a torch dtype;
+                   default: the library's
+``layout``         ``"bshd"`` (default) or ``"bhsd"``: dense strides for every
+                   tensor whose strides are not given
+``q_strides`` ...  ``(batch, seq, head)`` or ``(batch, seq, head, dim)``
+``o_strides``      element strides, or FmhaStrides, for Q, K, V and O (a
+                   3-tuple keeps the library's default ``dim`` stride)
+``softmax_scale``  default: the library's (1/sqrt(head_dim))
+``mask``           ``None``/``False``/``"none"``, ``"top_left"``,
+                   ``"bottom_right"``, a :class:`Mask`, or ``True`` (only
+                   when ``seqlen_q == seqlen_k``, where both agree)
+``write_lse``      bool, sets FMHA_FLAG_WRITE_LSE
+``kernel``         ``"auto"``, ``"portable"``, ``"hopper"`` or a
+                   :class:`KernelFamily`; default: the library's (AUTO)
+``device``         CUDA ordinal used when no context is current; default:
+                   the library's (0)
+=================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import operator
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
+
+from ._abi import (
+    FMHA_DESCRIPTOR_VERSION,
+    FMHA_FLAG_WRITE_LSE,
+    FMHA_SM_ANY,
+    DType,
+    FmhaDescriptor,
+    FmhaStrides,
+    KernelFamily,
+    Mask,
+    Status,
+)
+from ._lib import call, call_status
+from .errors import FmhaError, InvalidArgumentError, to_status
+
+__all__ = [
+    "SupportResult",
+    "StridesLike",
+    "parse_dtype",
+    "parse_mask",
+    "parse_kernel",
+    "parse_layout",
+    "layout_strides",
+    "new_descriptor",
+    "make_descriptor",
+    "copy_descriptor",
+    "descriptor_key",
+    "check_support",
+]
+
+StridesLike = Union[FmhaStrides, Sequence[int]]
+
+_DTYPE_NAMES = {
+    "bf16": DType.BF16,
+    "bfloat16": DType.BF16,
+    "fp16": DType.FP16,
+    "float16": DType.FP16,
+    "half": DType.FP16,
+}
+
+_MASK_NAMES = {
+    "none": Mask.NONE,
+    "top_left": Mask.CAUSAL_TOP_LEFT,
+    "causal_top_left": Mask.CAUSAL_TOP_LEFT,
+    "bottom_right": Mask.CAUSAL_BOTTOM_RIGHT,
+    "causal_bottom_right": Mask.CAUSAL_BOTTOM_RIGHT,
+}
+
+_KERNEL_NAMES = {
+    "auto": KernelFamily.AUTO,
+    "portable": KernelFamily.PORTABLE,
+    "hopper": KernelFamily.HOPPER,
+}
+
+_LAYOUTS = ("bshd", "bhsd")
+
+
+def parse_dtype(value: Any) -> DType:
+    """Map ``"bf16"``, ``"float16"``, ``torch.bfloat16``, ``DType.FP16``... to :class:`DType`.
+
+    Raises ``TypeError`` for any other element type (libfmha is bf16/fp16 only).
+    """
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return DType(value)
+        except ValueError:
+            pass
+    else:
+        # str, torch.dtype ("torch.bfloat16"), numpy dtype ("float16").
+        name = str(value).lower()
+        if name.startswith("torch."):
+            name = name[len("torch."):]
+        if name in _DTYPE_NAMES:
+            return _DTYPE_NAMES[name]
+    raise TypeError(f"libfmha supports bfloat16 and float16 only, got dtype {value!r}")
+
+
+def parse_mask(value: Any, seqlen_q: Optional[int] = None, seqlen_k: Optional[int] = None) -> Mask:
+    """Map a mask / ``causal=`` value to :class:`Mask`.
+
+    ``True`` is accepted only when ``seqlen_q == seqlen_k``: there top-left
+    (torch SDPA's ``is_causal``) and bottom-right (FlashAttention's
+    ``causal``) agree; otherwise the alignment must be named explicitly.
+    """
+    if value is None or value is False:
+        return Mask.NONE
+    if isinstance(value, Mask):
+        return value
+    if value is True:
+        if seqlen_q is not None and seqlen_q == seqlen_k:
+            return Mask.CAUSAL_TOP_LEFT
+        raise ValueError(
+            "causal=True is ambiguous when seqlen_q != seqlen_k "
+            f"(seqlen_q={seqlen_q}, seqlen_k={seqlen_k}): pass 'top_left' "
+            "(torch SDPA's is_causal) or 'bottom_right' (FlashAttention's causal)"
+        )
+    if isinstance(value, str) and value.lower() in _MASK_NAMES:
+        return _MASK_NAMES[value.lower()]
+    if isinstance(value, int):
+        try:
+            return Mask(value)
+        except ValueError:
+            pass
+    raise ValueError(
+        f"invalid mask/causal value {value!r}: expected False, 'top_left', "
+        "'bottom_right' or an fmha.Mask"
+    )
+
+
+def parse_kernel(value: Any) -> KernelFamily:
+    """Map ``"auto"``, ``"portable"``, ``"hopper"`` or an int to :class:`KernelFamily`."""
+    if isinstance(value, KernelFamily):
+        return value
+    if isinstance(value, str) and value.lower() in _KERNEL_NAMES:
+        return _KERNEL_NAMES[value.lower()]
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return KernelFamily(value)
+        except ValueError:
+            pass
+    raise ValueError(f"invalid kernel {value!r}: expected 'auto', 'portable', 'hopper' or an fmha.KernelFamily")
+
+
+def parse_layout(value: str) -> str:
+    """Validate a layout name (``"bshd"`` or ``"bhsd"``)."""
+    if isinstance(value, str) and value.lower() in _LAYOUTS:
+        return value.lower()
+    raise ValueError(f"invalid layout {value!r}: expected 'bshd' or 'bhsd'")
+
+
+def _int64(name: str, value: Any) -> int:
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if not -(2**63) <= v < 2**63:
+        raise OverflowError(f"{name}={v} does not fit in int64")
+    return v
+
+
+def _int32(name: str, value: Any) -> int:
+    v = _int64(name, value)
+    if not -(2**31) <= v < 2**31:
+        raise OverflowError(f"{name}={v} does not fit in int32")
+    return v
+
+
+def layout_strides(layout: str, seqlen: int, num_heads: int, head_dim: int) -> FmhaStrides:
+    """Dense strides of a ``layout`` tensor, from ``fmha_strides_bshd/bhsd``."""
+    out = FmhaStrides()
+    fn = "fmha_strides_bshd" if parse_layout(layout) == "bshd" else "fmha_strides_bhsd"
+    call(fn, ctypes.byref(out), _int64("seqlen", seqlen), _int64("num_heads", num_heads), _int64("head_dim", head_dim))
+    return out
+
+
+def _to_strides(name: str, value: StridesLike, base: FmhaStrides) -> FmhaStrides:
+    """``value`` as FmhaStrides; a 3-tuple keeps ``base.dim`` (the init default)."""
+    if isinstance(value, FmhaStrides):
+        return FmhaStrides.from_buffer_copy(value)
+    items = tuple(value)
+    if len(items) not in (3, 4):
+        raise ValueError(f"{name} must be (batch, seq, head[, dim]) element strides, got {value!r}")
+    out = FmhaStrides.from_buffer_copy(base)
+    for i, (field, _) in enumerate(FmhaStrides._fields_[: len(items)]):
+        setattr(out, field, _int64(f"{name}[{i}]", items[i]))
+    return out
+
+
+def new_descriptor() -> FmhaDescriptor:
+    """A descriptor filled by ``fmha_descriptor_init(FMHA_DESCRIPTOR_VERSION)``."""
+    desc = FmhaDescriptor()
+    call("fmha_descriptor_init", ctypes.byref(desc), FMHA_DESCRIPTOR_VERSION)
+    return desc
+
+
+def make_descriptor(
+    *,
+    batch: int,
+    num_q_heads: int,
+    seqlen_q: int,
+    head_dim: int,
+    num_kv_heads: Optional[int] = None,
+    seqlen_k: Optional[int] = None,
+    head_dim_v: Optional[int] = None,
+    dtype: Any = None,
+    layout: str = "bshd",
+    q_strides: Optional[StridesLike] = None,
+    k_strides: Optional[StridesLike] = None,
+    v_strides: Optional[StridesLike] = None,
+    o_strides: Optional[StridesLike] = None,
+    softmax_scale: Optional[float] = None,
+    mask: Any = None,
+    write_lse: bool = False,
+    kernel: Any = None,
+    device: Optional[int] = None,
+) -> FmhaDescriptor:
+    """Build a descriptor: library defaults first, then the given fields.
+
+    Values are only converted here, not range-checked: the library validates
+    them (and its error names the field). See the module docstring for the
+    meaning of each field.
+    """
+    desc = new_descriptor()
+    num_kv_heads = num_q_heads if num_kv_heads is None else num_kv_heads
+    seqlen_k = seqlen_q if seqlen_k is None else seqlen_k
+
+    desc.batch = _int64("batch", batch)
+    desc.num_q_heads = _int64("num_q_heads", num_q_heads)
+    desc.num_kv_heads = _int64("num_kv_heads", num_kv_heads)
+    desc.seqlen_q = _int64("seqlen_q", seqlen_q)
+    desc.seqlen_k = _int64("seqlen_k", seqlen_k)
+    desc.head_dim = _int64("head_dim", head_dim)
+    if head_dim_v is not None:
+        desc.head_dim_v = _int64("head_dim_v", head_dim_v)
+    if dtype is not None:
+        desc.dtype = parse_dtype(dtype)
+
+    dv = desc.head_dim_v if desc.head_dim_v != 0 else desc.head_dim
+    layout = parse_layout(layout)
+    shapes = {
+        "q_strides": (desc.seqlen_q, desc.num_q_heads, desc.head_dim),
+        "k_strides": (desc.seqlen_k, desc.num_kv_heads, desc.head_dim),
+        "v_strides": (desc.seqlen_k, desc.num_kv_heads, dv),
+        "o_strides": (desc.seqlen_q, desc.num_q_heads, dv),
+    }
+    given = {"q_strides": q_strides, "k_strides": k_strides, "v_strides": v_strides, "o_strides": o_strides}
+    for field, value in given.items():
+        if value is not None:
+            setattr(desc, field, _to_strides(field, value, getattr(desc, field)))
+            continue
+        try:
+            setattr(desc, field, layout_strides(layout, *shapes[field]))
+        except InvalidArgumentError:
+            # A bad extent (e.g. seqlen_q=0): keep the init strides; the
+            # library's descriptor validation then names the actual field.
+            pass
+
+    if softmax_scale is not None:
+        scale = float(softmax_scale)
+        if scale == 0.0:
+            raise ValueError("softmax_scale=0 cannot be expressed (the library reads 0 as 1/sqrt(head_dim)); pass None for that")
+        if not math.isfinite(scale):
+            raise ValueError(f"softmax_scale must be finite, got {scale}")
+        desc.softmax_scale = scale
+    if mask is not None:
+        desc.mask = parse_mask(mask, desc.seqlen_q, desc.seqlen_k)
+    if write_lse:
+        desc.flags |= FMHA_FLAG_WRITE_LSE
+    if kernel is not None:
+        desc.kernel = parse_kernel(kernel)
+    if device is not None:
+        desc.device = _int32("device", device)
+    return desc
+
+
+def copy_descriptor(desc: FmhaDescriptor) -> FmhaDescriptor:
+    """An independent copy of ``desc``."""
+    return FmhaDescriptor.from_buffer_copy(desc)
+
+
+def _flatten(struct: ctypes.Structure) -> Tuple[Any, ...]:
+    values = []
+    for name, _ in struct._fields_:
+        value = getattr(struct, name)
+        values.append(_flatten(value) if isinstance(value, ctypes.Structure) else value)
+    return tuple(values)
+
+
+def descriptor_key(desc: FmhaDescriptor) -> Tuple[Any, ...]:
+    """Hashable key made of every descriptor field (nested strides included)."""
+    return _flatten(desc)
+
+
+class SupportResult(NamedTuple):
+    """Answer of :func:`check_support`; unpacks as ``(ok, status, message)``.
+
+    Truthy exactly when ``ok`` is true, so ``if fmha.check_support(...):``
+    reads naturally.
+    """
+
+    ok: bool
+    status: Union[Status, int]
+    message: str
+
+    def __bool__(self) -> bool:
+        return bool(self.ok)
+
+
+def check_support(descriptor: Optional[FmhaDescriptor] = None, *, sm: int = FMHA_SM_ANY, **fields: Any) -> SupportResult:
+    """Ask the library whether a problem is valid and supported (no side effects).
+
+    Pass either a descriptor or the problem fields as keyword arguments (see
+    :func:`make_descriptor`). ``sm`` is a compute capability such as 80 or
+    90, ``fmha.SM_ANY`` (default: skip device-dependent checks; needs no
+    driver) or ``fmha.SM_CURRENT_DEVICE`` (needs the driver).
+
+    Design: the library's verdict is *returned*, never raised: a
+    ``SupportResult(ok, status, message)`` where ``message`` is the
+    library's explanation (names the offending field). That includes a
+    failure of the library while filling in default strides. Only misuse of
+    this Python function itself (unknown keyword, non-integer value, unknown
+    mask name, both a descriptor and fields) raises, as does
+    :class:`fmha.LibraryLoadError`.
+    """
+    if descriptor is not None and fields:
+        raise TypeError("pass either a descriptor or problem fields, not both")
+    if descriptor is not None:
+        desc = descriptor
+    else:
+        try:
+            desc = make_descriptor(**fields)
+        except FmhaError as exc:
+            return SupportResult(False, exc.status, exc.message)
+    status, message = call_status("fmha_check_support", ctypes.byref(desc), _int32("sm", sm))
+    return SupportResult(status == Status.SUCCESS, to_status(status), message)

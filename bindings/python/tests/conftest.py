@@ -1,0 +1,76 @@
+"""Shared fixtures for the fmha binding tests.
+
+CPU tests need only libfmha.so (set FMHA_LIBRARY to its path): no GPU, no
+driver, no torch. GPU tests (marker ``gpu``) skip themselves, with the
+reason shown by ``-ra``, when torch or a CUDA device is missing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from header_parser import Header, parse_header  # noqa: E402
+
+_RATIOS = pytest.StashKey[List[Tuple[str, float, float, float]]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs torch and a CUDA device (skipped otherwise)")
+    config.stash[_RATIOS] = []
+
+
+@pytest.fixture(scope="session")
+def header() -> Header:
+    """The parsed public header (include/fmha/fmha.h, or $FMHA_HEADER)."""
+    return parse_header()
+
+
+@pytest.fixture(scope="session")
+def lib():
+    """The loaded libfmha. Fails (does not skip) when it cannot be loaded."""
+    import fmha
+
+    try:
+        return fmha.library()
+    except fmha.LibraryLoadError as exc:
+        pytest.fail(f"libfmha could not be loaded (set FMHA_LIBRARY):\n{exc}")
+
+
+@pytest.fixture(scope="session")
+def has_driver(lib) -> bool:
+    import fmha
+
+    return fmha.driver_version() is not None
+
+
+@pytest.fixture
+def ratio_log(request: pytest.FixtureRequest):
+    """Record (error of libfmha) / (error of same-precision torch) for the summary."""
+
+    def log(ratio: float, err_fmha: float, err_torch: float) -> None:
+        request.config.stash[_RATIOS].append((request.node.nodeid, ratio, err_fmha, err_torch))
+
+    return log
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    ratios = config.stash.get(_RATIOS, [])
+    if not ratios:
+        return
+    tr = terminalreporter
+    tr.section("libfmha accuracy vs fp64 reference (2x rule)")
+    ratios = sorted(ratios, key=lambda r: r[1], reverse=True)
+    mean = sum(r[1] for r in ratios) / len(ratios)
+    tr.write_line(
+        f"{len(ratios)} cases; ratio = max|fmha - ref| / max|torch same-precision - ref|; "
+        f"max {ratios[0][1]:.3f}, mean {mean:.3f} (limit 2.0 plus an absolute floor)"
+    )
+    tr.write_line("worst cases:")
+    for nodeid, ratio, err_fmha, err_torch in ratios[:10]:
+        tr.write_line(f"  {ratio:7.3f}  fmha {err_fmha:.3e}  torch {err_torch:.3e}  {nodeid.split('::')[-1]}")

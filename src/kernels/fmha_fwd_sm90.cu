@@ -60,12 +60,129 @@ struct SGemm<128> {
     }
 };
 
+#ifndef FMHA_SM90_PING_PONG
+#define FMHA_SM90_PING_PONG 1  // build-time switch, kept to measure its worth
+#endif
+constexpr bool kPingPong = FMHA_SM90_PING_PONG != 0;
+
 // O chunk += P (registers) · V chunk (MN-major in shared memory).
 template <bool kBf16, int N>
 __device__ __forceinline__ void pv_gemm(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
     if constexpr (N == 64) ptx::wgmma_m64n64k16_rs<kBf16, 1>(d, a, b, 1);
     else ptx::wgmma_m64n128k16_rs<kBf16, 1>(d, a, b, 1);
 }
+
+// Issues S = Q·Kᵀ for one K tile (one commit group). Both operands are
+// K-major: 8-row groups 1024 bytes apart; a k-step of 16 columns is 32 bytes
+// inside the swizzled 128-byte row, and every 4 k-steps move to the next box.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const uint8_t *q_rows,
+                                             const uint8_t *k_tile) {
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
+        const int box = kk / 4, koff = (kk % 4) * 32;
+        const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
+        const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
+        SGemm<Cfg::BN>::template run<kBf16>(sacc, a, b, kk > 0);
+    }
+    ptx::wgmma_commit();
+}
+
+// Issues O += P·V for one V tile (one commit group). V is MN-major (head dim
+// contiguous): 64-column boxes are BN*128 bytes apart (lbo), 8-key groups
+// 1024 bytes apart (sbo); a k-step of 16 keys is 2048 bytes.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void issue_pv_gemm(float (&o)[Cfg::kOChunks][Cfg::kORegs],
+                                              const uint32_t (&pa)[Cfg::BN / 16][4],
+                                              const uint8_t *v_tile) {
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
+#pragma unroll
+        for (int c = 0; c < Cfg::kOChunks; ++c) {
+            const uint8_t *tile = v_tile + (c * Cfg::kOChunkN / 64) * Cfg::BN * 128 + kk * 2048;
+            pv_gemm<kBf16, Cfg::kOChunkN>(o[c], pa[kk],
+                                          ptx::smem_desc_sw128(tile, Cfg::BN * 128, 1024));
+        }
+    }
+    ptx::wgmma_commit();
+}
+
+// The S accumulator of two 8-column tiles is the A fragment of one k-step.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[Cfg::BN / 16][4],
+                                       const float (&sacc)[Cfg::kSRegs]) {
+#pragma unroll
+    for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
+        pa[kk][0] = Elem<kBf16>::pack(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = Elem<kBf16>::pack(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = Elem<kBf16>::pack(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = Elem<kBf16>::pack(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+}
+
+// Online softmax state of the two rows a thread holds (g and g + 8 of its
+// warp's 16); a row is shared by the 4 lanes of a quad.
+template <typename Cfg>
+struct Softmax {
+    float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};  // raw score maximum
+    float row_sum[2] = {0.f, 0.f};                      // this lane's partial sum
+    float alpha[2] = {1.f, 1.f};                        // last update's rescale factor
+
+    // Masks (only tiles crossing the key end or the diagonal), updates the
+    // running max and sum, and turns S into unnormalized probabilities.
+    template <bool kFirst>
+    __device__ __forceinline__ void update(float (&s)[Cfg::kSRegs], const FwdParams &p, int n0,
+                                           int row_base, int t, int first_row) {
+        const bool crosses_end = n0 + Cfg::BN > p.seqlen_k;
+        const bool crosses_diagonal =
+            p.causal && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row) + p.causal_offset;
+        if (crosses_end || crosses_diagonal) {
+#pragma unroll
+            for (int i = 0; i < Cfg::kSRegs; ++i) {
+                const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);
+                const int64_t row = row_base + 8 * ((i % 4) / 2);
+                const bool visible = col < p.seqlen_k && (!p.causal || col <= row + p.causal_offset);
+                if (!visible) s[i] = -CUDART_INF_F;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = row_max[r];
+#pragma unroll
+            for (int i = 0; i < Cfg::kSRegs; i += 4) mx = fmaxf(mx, fmaxf(s[i + 2 * r], s[i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            // A row with no visible key yet keeps max -inf: subtract 0 instead.
+            const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+            alpha[r] = kFirst ? 1.f : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
+            row_max[r] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < Cfg::kSRegs; i += 4) {
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                    s[i + e] = ptx::exp2_approx(fmaf(s[i + e], p.scale_log2, -m_scaled));
+                    sum += s[i + e];
+                }
+            }
+            row_sum[r] = row_sum[r] * alpha[r] + sum;
+        }
+    }
+
+    __device__ __forceinline__ void rescale(float (&o)[Cfg::kOChunks][Cfg::kORegs]) const {
+#pragma unroll
+        for (int c = 0; c < Cfg::kOChunks; ++c)
+#pragma unroll
+            for (int i = 0; i < Cfg::kORegs; i += 4) {
+                o[c][i] *= alpha[0];
+                o[c][i + 1] *= alpha[0];
+                o[c][i + 2] *= alpha[1];
+                o[c][i + 3] *= alpha[1];
+            }
+    }
+};
 
 template <bool kBf16, int D>
 __device__ __forceinline__ void forward(const Sm90Params &params) {
@@ -155,112 +272,76 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     const int row_base = m0 + consumer * 64 + warp * 16 + g;  // this thread's rows: +0, +8
     uint8_t *sQ_mine = sQ + consumer * 64 * 128;              // offset inside every Q box
 
+    Softmax<Cfg> softmax;
     float o[Cfg::kOChunks][Cfg::kORegs];
 #pragma unroll
     for (int c = 0; c < Cfg::kOChunks; ++c)
 #pragma unroll
         for (int i = 0; i < Cfg::kORegs; ++i) o[c][i] = 0.f;
-    float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
-    float row_sum[2] = {0.f, 0.f};
+    float sacc[Cfg::kSRegs];
+    uint32_t pa[BN / 16][4];
+
+    // Ping-pong: the two consumer warpgroups take turns issuing their GEMMs
+    // (named barriers 3 and 4), so one's softmax runs under the other's GEMMs.
+    const bool ping_pong = kPingPong && Cfg::kConsumers == 2 && n_tiles > 0;
+    auto my_turn = [&] {
+        if (ping_pong) ptx::named_barrier_sync(3 + consumer, 256);
+    };
+    auto your_turn = [&](bool last) {
+        // The second warpgroup's last hand-over would have no taker.
+        if (ping_pong && !(consumer == 1 && last)) ptx::named_barrier_arrive(4 - consumer, 256);
+    };
+    if (ping_pong && consumer == 1) ptx::named_barrier_arrive(3, 256);  // warpgroup 0 goes first
 
     ptx::mbarrier_wait(full_q, 0);
-    for (int j = 0; j < n_tiles; ++j) {
-        const int s = j % kStages;
-        const uint32_t phase = (j / kStages) & 1;
-        const int n0 = j * BN;
-
-        // S = Q·Kᵀ: both K-major, 8-row groups 1024 bytes apart; a k-step of
-        // 16 columns is 32 bytes inside the swizzled 128-byte row.
-        float sacc[Cfg::kSRegs];
-        ptx::mbarrier_wait(&full_k[s], phase);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
-            const int box = kk / 4, koff = (kk % 4) * 32;
-            const uint64_t a = ptx::smem_desc_sw128(sQ_mine + box * BM * 128 + koff, 16, 1024);
-            const uint64_t b = ptx::smem_desc_sw128(sK + s * Cfg::kKVBytes + box * BN * 128 + koff,
-                                                    16, 1024);
-            SGemm<BN>::template run<kBf16>(sacc, a, b, kk > 0);
-        }
-        ptx::wgmma_commit();
+    if (n_tiles > 0) {
+        // Prologue: S_0 and its softmax.
+        ptx::mbarrier_wait(&full_k[0], 0);
+        my_turn();
+        issue_s_gemm<kBf16, Cfg>(sacc, sQ_mine, sK);
+        your_turn(false);
         ptx::wgmma_wait<0>();
         ptx::fence_registers(sacc);
-        ptx::mbarrier_arrive(&empty_k[s]);
+        ptx::mbarrier_arrive(&empty_k[0]);
+        softmax.template update<true>(sacc, p, 0, row_base, t, m0 + consumer * 64);
+        pack_p<kBf16, Cfg>(pa, sacc);
 
-        // Mask only tiles crossing the key end or the causal diagonal.
-        const bool crosses_end = n0 + BN > p.seqlen_k;
-        const bool crosses_diagonal =
-            p.causal && int64_t(n0 + BN - 1) > int64_t(m0 + consumer * 64) + p.causal_offset;
-        if (crosses_end || crosses_diagonal) {
+        for (int j = 1; j < n_tiles; ++j) {
+            const int s = j % kStages, s_prev = (j - 1) % kStages;
+            const uint32_t phase = (j / kStages) & 1, phase_prev = ((j - 1) / kStages) & 1;
+            // Issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} back to back; the
+            // softmax of S_j then runs while P·V is still on the tensor cores.
+            ptx::mbarrier_wait(&full_k[s], phase);
+            ptx::mbarrier_wait(&full_v[s_prev], phase_prev);
+            my_turn();
+            issue_s_gemm<kBf16, Cfg>(sacc, sQ_mine, sK + s * Cfg::kKVBytes);
+            issue_pv_gemm<kBf16, Cfg>(o, pa, sV + s_prev * Cfg::kKVBytes);
+            your_turn(false);
+            ptx::wgmma_wait<1>();  // S_j is ready (groups retire in order)
+            ptx::fence_registers(sacc);
+            ptx::mbarrier_arrive(&empty_k[s]);
+            softmax.template update<false>(sacc, p, j * BN, row_base, t, m0 + consumer * 64);
+            ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
 #pragma unroll
-            for (int i = 0; i < Cfg::kSRegs; ++i) {
-                const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);
-                const int64_t row = row_base + 8 * ((i % 4) / 2);
-                const bool visible = col < p.seqlen_k && (!p.causal || col <= row + p.causal_offset);
-                if (!visible) sacc[i] = -CUDART_INF_F;
-            }
+            for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
+            ptx::mbarrier_arrive(&empty_v[s_prev]);
+            softmax.rescale(o);
+            pack_p<kBf16, Cfg>(pa, sacc);
         }
 
-        // Online softmax: this thread holds rows g and g + 8 of its warp's 16.
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = row_max[r];
-#pragma unroll
-            for (int i = 0; i < Cfg::kSRegs; i += 4)
-                mx = fmaxf(mx, fmaxf(sacc[i + 2 * r], sacc[i + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-            const float alpha = ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
-            row_max[r] = mx;
-            row_sum[r] *= alpha;
-#pragma unroll
-            for (int c = 0; c < Cfg::kOChunks; ++c)
-#pragma unroll
-                for (int i = 0; i < Cfg::kORegs; i += 4) {
-                    o[c][i + 2 * r] *= alpha;
-                    o[c][i + 2 * r + 1] *= alpha;
-                }
-#pragma unroll
-            for (int i = 0; i < Cfg::kSRegs; i += 4) {
-#pragma unroll
-                for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                    sacc[i + e] = ptx::exp2_approx(fmaf(sacc[i + e], p.scale_log2, -m_scaled));
-                    row_sum[r] += sacc[i + e];
-                }
-            }
-        }
-
-        // The S accumulator of two 8-column tiles is the A fragment of a k-step.
-        uint32_t pa[BN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            pa[kk][0] = Elem<kBf16>::pack(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-            pa[kk][1] = Elem<kBf16>::pack(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-            pa[kk][2] = Elem<kBf16>::pack(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-            pa[kk][3] = Elem<kBf16>::pack(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-        }
-
-        // O += P·V: V is MN-major (head dim contiguous); 64-column boxes are
-        // BN*128 bytes apart (lbo), 8-key groups 1024 bytes apart (sbo).
-        ptx::mbarrier_wait(&full_v[s], phase);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-#pragma unroll
-            for (int c = 0; c < Cfg::kOChunks; ++c) {
-                const uint8_t *tile = sV + s * Cfg::kKVBytes + (c * Cfg::kOChunkN / 64) * BN * 128 +
-                                      kk * 2048;
-                pv_gemm<kBf16, Cfg::kOChunkN>(o[c], pa[kk],
-                                              ptx::smem_desc_sw128(tile, BN * 128, 1024));
-            }
-        }
-        ptx::wgmma_commit();
+        // Tail: the last P·V.
+        const int s_last = (n_tiles - 1) % kStages;
+        ptx::mbarrier_wait(&full_v[s_last], ((n_tiles - 1) / kStages) & 1);
+        my_turn();
+        issue_pv_gemm<kBf16, Cfg>(o, pa, sV + s_last * Cfg::kKVBytes);
+        your_turn(true);
         ptx::wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
-        ptx::mbarrier_arrive(&empty_v[s]);
+        ptx::mbarrier_arrive(&empty_v[s_last]);
     }
+    float *row_max = softmax.row_max;
+    float *row_sum = softmax.row_sum;
 
     // ---------------- epilogue ----------------
     float lse[2];

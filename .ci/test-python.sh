@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Tests the Python bindings (bindings/python) against a built libfmha.
+#
+#   FMHA_BUILD_DIR=/path/to/cmake/build .ci/test-python.sh [extra pytest args]
+#
+# Installs the package into a temporary --target directory (so the tests
+# import the installed copy, not the source tree), installs pytest there too
+# if it is missing, and runs the CPU tests (marker "not gpu"): they need no
+# GPU, no CUDA driver and no torch. Exits non-zero on any failure, including
+# pytest's exit code 5 (no test collected).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+: "${FMHA_BUILD_DIR:?set FMHA_BUILD_DIR to the CMake build directory that contains libfmha.so}"
+if [[ ! -d "$FMHA_BUILD_DIR" ]]; then
+  echo "test-python: FMHA_BUILD_DIR=$FMHA_BUILD_DIR is not a directory" >&2
+  exit 1
+fi
+build_dir="$(cd "$FMHA_BUILD_DIR" && pwd)"
+python="${PYTHON:-python3}"
+
+lib="$build_dir/libfmha.so"
+if [[ ! -e "$lib" ]]; then
+  lib="$(find "$build_dir" -maxdepth 3 -name 'libfmha.so' -print -quit)"
+fi
+if [[ -z "$lib" || ! -e "$lib" ]]; then
+  echo "test-python: no libfmha.so in $build_dir (build the library first)" >&2
+  exit 1
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+pip=("$python" -m pip --disable-pip-version-check)
+
+pythonpath="$work/site"
+if ! "$python" -m pytest --version >/dev/null 2>&1; then
+  echo "test-python: pytest is missing; installing it into $work/tools"
+  "${pip[@]}" install --quiet --target "$work/tools" "pytest>=7"
+  pythonpath="$pythonpath:$work/tools"
+fi
+
+echo "test-python: installing bindings/python into $work/site"
+if ! "${pip[@]}" install --quiet --no-deps --target "$work/site" "$repo_root/bindings/python"; then
+  echo "test-python: isolated build failed; retrying with the local setuptools"
+  "${pip[@]}" install --quiet --no-deps --no-build-isolation --target "$work/site" "$repo_root/bindings/python"
+fi
+
+export PYTHONPATH="$pythonpath"
+export FMHA_LIBRARY="$lib"
+export PYTHONDONTWRITEBYTECODE=1
+
+# The tests must exercise the installed package.
+"$python" - "$work/site" <<'EOF'
+import sys
+import fmha
+assert fmha.__file__.startswith(sys.argv[1]), f"fmha imported from {fmha.__file__}"
+print(f"test-python: fmha {fmha.__version__} from {fmha.__file__}; "
+      f"library {fmha.version()} at {fmha.library_path()}; driver {fmha.driver_version()}")
+EOF
+
+cd "$work"
+set +e
+"$python" -m pytest "$repo_root/bindings/python/tests" -m "not gpu" -ra -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  echo "test-python: pytest collected no test; treating that as a failure" >&2
+  exit 1
+fi
+exit "$rc"

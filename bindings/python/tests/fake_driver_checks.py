@@ -1,0 +1,186 @@
+"""Checks run in a subprocess under the fake CUDA driver (fake_libcuda.c).
+
+Usage (test_fake_driver.py does this): with FMHA_LIBCUDA naming the built
+fake driver and FMHA_LIBRARY naming libfmha,
+
+    python fake_driver_checks.py CHECK_NAME
+
+Exit status: 0 passed, 3 skipped (the fake driver cannot stand in for the
+real one, reason printed), anything else failed. No GPU memory exists: the
+"device pointers" below are aligned integers the fake driver never reads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+
+import fmha
+
+from fakes import FakeCAI, FakeDLPack
+
+PROBLEM = dict(batch=2, num_q_heads=8, num_kv_heads=2, seqlen_q=128, seqlen_k=256, head_dim=128, dtype="bf16")
+B, SQ, SK, HQ, HKV, D = 2, 128, 256, 8, 2, 128
+BASE = 0x7F0000000000  # fake device addresses, 16-byte aligned
+Q, K, V, O, LSE, WS = (BASE + i * 0x10000000 for i in range(6))
+
+_fake = ctypes.CDLL(os.environ["FMHA_LIBCUDA"])
+_fake.fake_cuda_launches.restype = ctypes.c_long
+_fake.fake_cuda_last_stream.restype = ctypes.c_void_p
+_fake.fake_cuda_set_current.argtypes = [ctypes.c_int]
+
+
+def launches() -> int:
+    return int(_fake.fake_cuda_launches())
+
+
+def last_stream() -> int:
+    return int(_fake.fake_cuda_last_stream() or 0)
+
+
+def expect(exc_type, fn, *args, match: str = "", **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except exc_type as exc:
+        assert match in str(exc), f"{exc!r} does not mention {match!r}"
+        return exc
+    raise AssertionError(f"{exc_type.__name__} not raised")
+
+
+def workspace_args(plan: fmha.Plan) -> dict:
+    return {"workspace": WS, "workspace_bytes": plan.workspace_size} if plan.workspace_size else {}
+
+
+# ---------------------------------------------------------------- checks
+def check_driver_version() -> None:
+    assert fmha.driver_version() == 12080
+    assert fmha.check_support(**PROBLEM, sm=fmha.SM_CURRENT_DEVICE).ok
+
+
+def check_plan_info() -> None:
+    with fmha.Plan(**PROBLEM) as plan:
+        info = plan.info
+        assert info is plan.info  # cached
+        assert info.device == 0 and info.device_sm == 80
+        assert info.kernel_family == fmha.KernelFamily.PORTABLE, info
+        assert info.kernel_name, info
+        assert info.image_sm == 80 or info.image_is_ptx, info
+        assert info.workspace_bytes == plan.workspace_size >= 0
+        assert info.tile_m > 0 and info.tile_n > 0 and info.threads_per_cta > 0, info
+        assert "fmha.Plan" in repr(plan)
+        desc = plan.descriptor
+        assert desc.batch == 2 and desc.num_kv_heads == 2
+    assert plan.closed and "closed" in repr(plan)
+    expect(ValueError, plan.run, Q, K, V, O, match="closed")
+    plan.close()  # idempotent
+
+
+def check_plan_device_ordinal() -> None:
+    with fmha.Plan(**PROBLEM, device=1) as plan:
+        assert plan.info.device == 1
+    err = expect(fmha.NoDeviceError, fmha.Plan, **PROBLEM, device=5)
+    assert err.status == fmha.Status.NO_DEVICE and "device" in err.message
+
+
+def check_current_context_wins_over_descriptor_device() -> None:
+    _fake.fake_cuda_set_current(1)
+    try:
+        with fmha.Plan(**PROBLEM, device=0) as plan:
+            assert plan.info.device == 1
+    finally:
+        _fake.fake_cuda_set_current(-1)
+
+
+def check_plan_run_with_pointers() -> None:
+    with fmha.Plan(**PROBLEM, write_lse=True) as plan:
+        before = launches()
+        plan.run(Q, K, V, O, lse=LSE, stream=0x1230, **workspace_args(plan))
+        assert launches() > before
+        assert last_stream() == 0x1230
+        plan.run(Q, K, V, O, lse=LSE, stream=ctypes.c_void_p(0x4560), **workspace_args(plan))
+        assert last_stream() == 0x4560
+        expect(fmha.MisalignedError, plan.run, Q + 2, K, V, O, lse=LSE, match="tensors.q", **workspace_args(plan))
+        expect(fmha.InvalidArgumentError, plan.run, Q, K, 0, O, lse=LSE, match="tensors.v", **workspace_args(plan))
+        expect(ValueError, plan.run, Q, K, V, O, match="writes LSE")
+        if plan.workspace_size:
+            expect(fmha.WorkspaceTooSmallError, plan.run, Q, K, V, O, lse=LSE, workspace=WS, workspace_bytes=1)
+    with fmha.Plan(**PROBLEM) as plan:
+        expect(ValueError, plan.run, Q, K, V, O, lse=LSE, match="without write_lse")
+        plan.run(FakeCAI([B, SQ, HQ, D], ptr=Q), FakeCAI([B, SK, HKV, D], ptr=K),
+                 FakeDLPack([B, SK, HKV, D], ptr=V), O, **workspace_args(plan))
+        assert last_stream() == 0  # no framework stream: the legacy default stream
+
+
+def check_attention_on_fake_arrays() -> None:
+    fmha.clear_plan_cache()
+    q, k, v = FakeCAI([B, SQ, HQ, D], ptr=Q), FakeCAI([B, SK, HKV, D], ptr=K), FakeCAI([B, SK, HKV, D], ptr=V)
+    o = FakeCAI([B, SQ, HQ, D], ptr=O)
+    before = launches()
+    assert fmha.attention(q, k, v, out=o, causal="bottom_right", stream=0x990) is o
+    assert launches() > before and last_stream() == 0x990
+    fmha.attention(q, k, v, out=o, causal="bottom_right")
+    assert last_stream() == 0
+    info = fmha.plan_cache_info()
+    assert (info.misses, info.hits, info.size) == (1, 1, 1), info
+    lse = FakeCAI([B, HQ, SQ], typestr="<f4", ptr=LSE)
+    out, lse_back = fmha.attention(q, k, v, out=o, lse_out=lse, return_lse=True)
+    assert out is o and lse_back is lse
+    assert fmha.plan_cache_info().misses == 2  # write_lse is part of the key
+    expect(fmha.MisalignedError, fmha.attention, FakeCAI([B, SQ, HQ, D], ptr=Q + 8), k, v, out=o, match="tensors.q")
+
+
+def check_attention_bhsd_and_views() -> None:
+    q = FakeCAI([B, HQ, SQ, D], ptr=Q)
+    k = FakeCAI([B, HKV, SK, D], ptr=K)
+    o = FakeCAI([B, HQ, SQ, D], ptr=O)
+    fmha.attention(q, k, k, out=o, layout="bhsd", causal="top_left", scale=0.125)
+    base = FakeCAI([B, SQ + 4, HQ, D + 64], ptr=Q)
+    view = base.view([slice(None), slice(2, 2 + SQ), slice(None), slice(64, 64 + D)])
+    fmha.attention(view, k.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), out=FakeCAI([B, SQ, HQ, D], ptr=O))
+
+
+def check_attention_on_dlpack() -> None:
+    q = FakeDLPack([B, SQ, HQ, D], ptr=Q)
+    k = FakeDLPack([B, SK, HKV, D], ptr=K)
+    o = FakeDLPack([B, SQ, HQ, D], ptr=O)
+    before = launches()
+    fmha.attention(q, k, k, out=o, stream=0x5550)
+    assert launches() > before and last_stream() == 0x5550
+    assert q.streams[-1] == 0x5550, "the run stream must be handed to the DLPack producer"
+
+
+def check_concurrent_runs_share_a_plan() -> None:
+    errors = []
+    with fmha.Plan(**PROBLEM) as plan:
+        def worker(i: int) -> None:
+            try:
+                for _ in range(50):
+                    plan.run(Q, K, V, O, stream=0x1000 + 16 * i, **workspace_args(plan))
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        before = launches()
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert launches() - before >= 200
+
+
+def main() -> int:
+    name = sys.argv[1]
+    if fmha.driver_version() is None:
+        reason = fmha.check_support(**PROBLEM, sm=fmha.SM_CURRENT_DEVICE).message
+        print(f"the fake driver cannot stand in for libcuda: {reason}")
+        return 3
+    globals()[f"check_{name}"]()
+    print(f"{name}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

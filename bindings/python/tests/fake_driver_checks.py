@@ -115,8 +115,9 @@ def check_plan_run_with_pointers() -> None:
 
 def check_attention_on_fake_arrays() -> None:
     fmha.clear_plan_cache()
-    q, k, v = FakeCAI([B, SQ, HQ, D], ptr=Q), FakeCAI([B, SK, HKV, D], ptr=K), FakeCAI([B, SK, HKV, D], ptr=V)
-    o = FakeCAI([B, SQ, HQ, D], ptr=O)
+    q = FakeCAI([B, SQ, HQ, D], ptr=Q, device=0)
+    k, v = FakeCAI([B, SK, HKV, D], ptr=K, device=0), FakeCAI([B, SK, HKV, D], ptr=V, device=0)
+    o = FakeCAI([B, SQ, HQ, D], ptr=O, device=0)
     before = launches()
     assert fmha.attention(q, k, v, out=o, causal="bottom_right", stream=0x990) is o
     assert launches() > before and last_stream() == 0x990
@@ -129,6 +130,27 @@ def check_attention_on_fake_arrays() -> None:
     assert out is o and lse_back is lse
     assert fmha.plan_cache_info().misses == 2  # write_lse is part of the key
     expect(fmha.MisalignedError, fmha.attention, FakeCAI([B, SQ, HQ, D], ptr=Q + 8), k, v, out=o, match="tensors.q")
+    # Arrays that do not tell their device: plans bind to the current context, uncached.
+    fmha.clear_plan_cache()
+    bare = [FakeCAI(t.shape, ptr=t.ptr) for t in (q, k, v, o)]
+    fmha.attention(*bare[:3], out=bare[3])
+    assert fmha.plan_cache_info().size == 0
+
+
+def check_attention_uses_the_arrays_device() -> None:
+    fmha.clear_plan_cache()
+    arrays = {
+        dev: [FakeCAI(shape, ptr=ptr, device=dev) for shape, ptr in
+              (([B, SQ, HQ, D], Q), ([B, SK, HKV, D], K), ([B, SK, HKV, D], V), ([B, SQ, HQ, D], O))]
+        for dev in (0, 1)
+    }
+    for dev, (q, k, v, o) in arrays.items():
+        desc = fmha.describe(q, k, v, out=o)
+        assert desc.device == dev
+        with fmha.Plan(desc) as plan:
+            assert plan.info.device == dev
+        fmha.attention(q, k, v, out=o)
+    assert fmha.plan_cache_info().size == 2  # one plan per device
 
 
 def check_attention_bhsd_and_views() -> None:

@@ -295,6 +295,9 @@ def attention(
         ``out``, or ``(out, lse)`` when ``return_lse`` is true.
 
     The call is asynchronous on the stream, like any CUDA kernel launch.
+    Plans are cached per problem and device; for inputs that do not tell
+    their device (a bare ``__cuda_array_interface__``) a plan is created per
+    call, bound to the current context.
 
     Raises:
         TypeError: unsupported dtype (only bf16/fp16) or object.
@@ -326,7 +329,9 @@ def attention(
         lse_ptr = int(lse.data_ptr())
 
     with device_guard(q, call.device):
-        plan: Plan = _PLAN_CACHE.get(call.descriptor)
+        # A plan binds to the current context. Without a known device the
+        # descriptor does not identify that context, so such plans are not cached.
+        plan: Plan = _PLAN_CACHE.get(call.descriptor) if call.device is not None else Plan(call.descriptor)
         size = plan.workspace_size
         if size == 0:
             workspace = None

@@ -24,7 +24,7 @@ from fakes import FakeCAI, FakeDLPack
 PROBLEM = dict(batch=2, num_q_heads=8, num_kv_heads=2, seqlen_q=128, seqlen_k=256, head_dim=128, dtype="bf16")
 B, SQ, SK, HQ, HKV, D = 2, 128, 256, 8, 2, 128
 BASE = 0x7F0000000000  # fake device addresses, 16-byte aligned
-Q, K, V, O, LSE, WS = (BASE + i * 0x10000000 for i in range(6))
+Q_PTR, K_PTR, V_PTR, O_PTR, LSE_PTR, WS_PTR = (BASE + i * 0x10000000 for i in range(6))
 
 _fake = ctypes.CDLL(os.environ["FMHA_LIBCUDA"])
 _fake.fake_cuda_launches.restype = ctypes.c_long
@@ -50,7 +50,7 @@ def expect(exc_type, fn, *args, match: str = "", **kwargs):
 
 
 def workspace_args(plan: fmha.Plan) -> dict:
-    return {"workspace": WS, "workspace_bytes": plan.workspace_size} if plan.workspace_size else {}
+    return {"workspace": WS_PTR, "workspace_bytes": plan.workspace_size} if plan.workspace_size else {}
 
 
 # ---------------------------------------------------------------- checks
@@ -73,7 +73,7 @@ def check_plan_info() -> None:
         desc = plan.descriptor
         assert desc.batch == 2 and desc.num_kv_heads == 2
     assert plan.closed and "closed" in repr(plan)
-    expect(ValueError, plan.run, Q, K, V, O, match="closed")
+    expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, match="closed")
     plan.close()  # idempotent
 
 
@@ -96,28 +96,30 @@ def check_current_context_wins_over_descriptor_device() -> None:
 def check_plan_run_with_pointers() -> None:
     with fmha.Plan(**PROBLEM, write_lse=True) as plan:
         before = launches()
-        plan.run(Q, K, V, O, lse=LSE, stream=0x1230, **workspace_args(plan))
+        plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, lse=LSE_PTR, stream=0x1230, **workspace_args(plan))
         assert launches() > before
         assert last_stream() == 0x1230
-        plan.run(Q, K, V, O, lse=LSE, stream=ctypes.c_void_p(0x4560), **workspace_args(plan))
+        plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, lse=LSE_PTR, stream=ctypes.c_void_p(0x4560), **workspace_args(plan))
         assert last_stream() == 0x4560
-        expect(fmha.MisalignedError, plan.run, Q + 2, K, V, O, lse=LSE, match="tensors.q", **workspace_args(plan))
-        expect(fmha.InvalidArgumentError, plan.run, Q, K, 0, O, lse=LSE, match="tensors.v", **workspace_args(plan))
-        expect(ValueError, plan.run, Q, K, V, O, match="writes LSE")
+        ws = workspace_args(plan)
+        expect(fmha.MisalignedError, plan.run, Q_PTR + 2, K_PTR, V_PTR, O_PTR, lse=LSE_PTR, match="tensors.q", **ws)
+        expect(fmha.InvalidArgumentError, plan.run, Q_PTR, K_PTR, 0, O_PTR, lse=LSE_PTR, match="tensors.v", **ws)
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, match="writes LSE")
         if plan.workspace_size:
-            expect(fmha.WorkspaceTooSmallError, plan.run, Q, K, V, O, lse=LSE, workspace=WS, workspace_bytes=1)
+            expect(fmha.WorkspaceTooSmallError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR,
+                   lse=LSE_PTR, workspace=WS_PTR, workspace_bytes=1)
     with fmha.Plan(**PROBLEM) as plan:
-        expect(ValueError, plan.run, Q, K, V, O, lse=LSE, match="without write_lse")
-        plan.run(FakeCAI([B, SQ, HQ, D], ptr=Q), FakeCAI([B, SK, HKV, D], ptr=K),
-                 FakeDLPack([B, SK, HKV, D], ptr=V), O, **workspace_args(plan))
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, lse=LSE_PTR, match="without write_lse")
+        plan.run(FakeCAI([B, SQ, HQ, D], ptr=Q_PTR), FakeCAI([B, SK, HKV, D], ptr=K_PTR),
+                 FakeDLPack([B, SK, HKV, D], ptr=V_PTR), O_PTR, **workspace_args(plan))
         assert last_stream() == 0  # no framework stream: the legacy default stream
 
 
 def check_attention_on_fake_arrays() -> None:
     fmha.clear_plan_cache()
-    q = FakeCAI([B, SQ, HQ, D], ptr=Q, device=0)
-    k, v = FakeCAI([B, SK, HKV, D], ptr=K, device=0), FakeCAI([B, SK, HKV, D], ptr=V, device=0)
-    o = FakeCAI([B, SQ, HQ, D], ptr=O, device=0)
+    q = FakeCAI([B, SQ, HQ, D], ptr=Q_PTR, device=0)
+    k, v = FakeCAI([B, SK, HKV, D], ptr=K_PTR, device=0), FakeCAI([B, SK, HKV, D], ptr=V_PTR, device=0)
+    o = FakeCAI([B, SQ, HQ, D], ptr=O_PTR, device=0)
     before = launches()
     assert fmha.attention(q, k, v, out=o, causal="bottom_right", stream=0x990) is o
     assert launches() > before and last_stream() == 0x990
@@ -125,11 +127,12 @@ def check_attention_on_fake_arrays() -> None:
     assert last_stream() == 0
     info = fmha.plan_cache_info()
     assert (info.misses, info.hits, info.size) == (1, 1, 1), info
-    lse = FakeCAI([B, HQ, SQ], typestr="<f4", ptr=LSE)
+    lse = FakeCAI([B, HQ, SQ], typestr="<f4", ptr=LSE_PTR)
     out, lse_back = fmha.attention(q, k, v, out=o, lse_out=lse, return_lse=True)
     assert out is o and lse_back is lse
     assert fmha.plan_cache_info().misses == 2  # write_lse is part of the key
-    expect(fmha.MisalignedError, fmha.attention, FakeCAI([B, SQ, HQ, D], ptr=Q + 8), k, v, out=o, match="tensors.q")
+    misaligned = FakeCAI([B, SQ, HQ, D], ptr=Q_PTR + 8, device=0)
+    expect(fmha.MisalignedError, fmha.attention, misaligned, k, v, out=o, match="tensors.q")
     # Arrays that do not tell their device: plans bind to the current context, uncached.
     fmha.clear_plan_cache()
     bare = [FakeCAI(t.shape, ptr=t.ptr) for t in (q, k, v, o)]
@@ -141,7 +144,7 @@ def check_attention_uses_the_arrays_device() -> None:
     fmha.clear_plan_cache()
     arrays = {
         dev: [FakeCAI(shape, ptr=ptr, device=dev) for shape, ptr in
-              (([B, SQ, HQ, D], Q), ([B, SK, HKV, D], K), ([B, SK, HKV, D], V), ([B, SQ, HQ, D], O))]
+              (([B, SQ, HQ, D], Q_PTR), ([B, SK, HKV, D], K_PTR), ([B, SK, HKV, D], V_PTR), ([B, SQ, HQ, D], O_PTR))]
         for dev in (0, 1)
     }
     for dev, (q, k, v, o) in arrays.items():
@@ -154,19 +157,19 @@ def check_attention_uses_the_arrays_device() -> None:
 
 
 def check_attention_bhsd_and_views() -> None:
-    q = FakeCAI([B, HQ, SQ, D], ptr=Q)
-    k = FakeCAI([B, HKV, SK, D], ptr=K)
-    o = FakeCAI([B, HQ, SQ, D], ptr=O)
+    q = FakeCAI([B, HQ, SQ, D], ptr=Q_PTR)
+    k = FakeCAI([B, HKV, SK, D], ptr=K_PTR)
+    o = FakeCAI([B, HQ, SQ, D], ptr=O_PTR)
     fmha.attention(q, k, k, out=o, layout="bhsd", causal="top_left", scale=0.125)
-    base = FakeCAI([B, SQ + 4, HQ, D + 64], ptr=Q)
+    base = FakeCAI([B, SQ + 4, HQ, D + 64], ptr=Q_PTR)
     view = base.view([slice(None), slice(2, 2 + SQ), slice(None), slice(64, 64 + D)])
-    fmha.attention(view, k.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), out=FakeCAI([B, SQ, HQ, D], ptr=O))
+    fmha.attention(view, k.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), out=FakeCAI([B, SQ, HQ, D], ptr=O_PTR))
 
 
 def check_attention_on_dlpack() -> None:
-    q = FakeDLPack([B, SQ, HQ, D], ptr=Q)
-    k = FakeDLPack([B, SK, HKV, D], ptr=K)
-    o = FakeDLPack([B, SQ, HQ, D], ptr=O)
+    q = FakeDLPack([B, SQ, HQ, D], ptr=Q_PTR)
+    k = FakeDLPack([B, SK, HKV, D], ptr=K_PTR)
+    o = FakeDLPack([B, SQ, HQ, D], ptr=O_PTR)
     before = launches()
     fmha.attention(q, k, k, out=o, stream=0x5550)
     assert launches() > before and last_stream() == 0x5550
@@ -179,7 +182,7 @@ def check_concurrent_runs_share_a_plan() -> None:
         def worker(i: int) -> None:
             try:
                 for _ in range(50):
-                    plan.run(Q, K, V, O, stream=0x1000 + 16 * i, **workspace_args(plan))
+                    plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, stream=0x1000 + 16 * i, **workspace_args(plan))
             except Exception as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 

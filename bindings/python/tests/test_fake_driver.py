@@ -47,7 +47,8 @@ def test_checks_were_found() -> None:
 def test_under_fake_driver(fake_libcuda: str, name: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
     env["FMHA_LIBCUDA"] = fake_libcuda
-    env["FMHA_LIBRARY"] = os.path.abspath(fmha.library_path()) if os.path.exists(fmha.library_path()) else fmha.library_path()
+    where = fmha.library_path()
+    env["FMHA_LIBRARY"] = os.path.abspath(where) if os.path.exists(where) else where
     env.pop("FMHA_FORCE_KERNEL", None)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(fmha.__file__).resolve().parent.parent), str(HERE)])
     proc = subprocess.run(

@@ -387,7 +387,9 @@ def test_cuda_array_interface_inputs() -> None:
     expected, expected_lse = fmha.attention(q, k, v, causal="bottom_right", return_lse=True)
     out = torch.full_like(q, float("nan"))
     lse = torch.empty_like(expected_lse)
-    ret = fmha.attention(_CAI(q), _CAI(k), _CAI(v), causal="bottom_right", out=_CAI(out), lse_out=_CAI(lse), return_lse=True)
+    ret = fmha.attention(
+        _CAI(q), _CAI(k), _CAI(v), causal="bottom_right", out=_CAI(out), lse_out=_CAI(lse), return_lse=True
+    )
     torch.cuda.synchronize()
     assert ret[0].t is out and ret[1].t is lse
     torch.testing.assert_close(out, expected)

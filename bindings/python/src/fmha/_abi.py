@@ -161,8 +161,8 @@ class FmhaDescriptor(ctypes.Structure):
 
     def __repr__(self) -> str:
         parts = []
-        for name, _ in self._fields_:
-            parts.append(f"{name}={getattr(self, name)!r}")
+        for field in self._fields_:
+            parts.append(f"{field[0]}={getattr(self, field[0])!r}")
         return "FmhaDescriptor(" + ", ".join(parts) + ")"
 
 

@@ -10,7 +10,7 @@ import contextlib
 import ctypes
 import operator
 import sys
-from typing import Any, ContextManager, Optional
+from typing import Any, ContextManager, Optional, cast
 
 __all__ = ["framework_of", "stream_handle", "resolve_stream", "device_guard"]
 
@@ -83,7 +83,7 @@ def device_guard(like: Any, device: Optional[int]) -> ContextManager[Any]:
         return contextlib.nullcontext()
     framework = framework_of(like)
     if framework == "torch":
-        return sys.modules["torch"].cuda.device(device)
+        return cast(ContextManager[Any], sys.modules["torch"].cuda.device(device))
     if framework == "cupy":
-        return sys.modules["cupy"].cuda.Device(device)
+        return cast(ContextManager[Any], sys.modules["cupy"].cuda.Device(device))
     return contextlib.nullcontext()

@@ -10,7 +10,7 @@ import ctypes
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 from ._abi import (
     FMHA_FLAG_WRITE_LSE,

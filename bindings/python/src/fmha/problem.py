@@ -203,8 +203,8 @@ def _to_strides(name: str, value: StridesLike, base: FmhaStrides) -> FmhaStrides
     if len(items) not in (3, 4):
         raise ValueError(f"{name} must be (batch, seq, head[, dim]) element strides, got {value!r}")
     out = FmhaStrides.from_buffer_copy(base)
-    for i, (field, _) in enumerate(FmhaStrides._fields_[: len(items)]):
-        setattr(out, field, _int64(f"{name}[{i}]", items[i]))
+    for i, field in enumerate(FmhaStrides._fields_[: len(items)]):
+        setattr(out, field[0], _int64(f"{name}[{i}]", items[i]))
     return out
 
 
@@ -280,7 +280,9 @@ def make_descriptor(
     if softmax_scale is not None:
         scale = float(softmax_scale)
         if scale == 0.0:
-            raise ValueError("softmax_scale=0 cannot be expressed (the library reads 0 as 1/sqrt(head_dim)); pass None for that")
+            raise ValueError(
+                "softmax_scale=0 cannot be expressed (the library reads 0 as 1/sqrt(head_dim)); pass None for that"
+            )
         if not math.isfinite(scale):
             raise ValueError(f"softmax_scale must be finite, got {scale}")
         desc.softmax_scale = scale
@@ -302,8 +304,8 @@ def copy_descriptor(desc: FmhaDescriptor) -> FmhaDescriptor:
 
 def _flatten(struct: ctypes.Structure) -> Tuple[Any, ...]:
     values = []
-    for name, _ in struct._fields_:
-        value = getattr(struct, name)
+    for field in struct._fields_:
+        value = getattr(struct, field[0])
         values.append(_flatten(value) if isinstance(value, ctypes.Structure) else value)
     return tuple(values)
 
@@ -328,7 +330,9 @@ class SupportResult(NamedTuple):
         return bool(self.ok)
 
 
-def check_support(descriptor: Optional[FmhaDescriptor] = None, *, sm: int = FMHA_SM_ANY, **fields: Any) -> SupportResult:
+def check_support(
+    descriptor: Optional[FmhaDescriptor] = None, *, sm: int = FMHA_SM_ANY, **fields: Any
+) -> SupportResult:
     """Ask the library whether a problem is valid and supported (no side effects).
 
     Pass either a descriptor or the problem fields as keyword arguments (see

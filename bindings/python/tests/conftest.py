@@ -1,7 +1,8 @@
 """Shared fixtures for the fmha binding tests.
 
 CPU tests need only libfmha.so (set FMHA_LIBRARY to its path): no GPU, no
-driver, no torch. GPU tests (marker ``gpu``) skip themselves, with the
+driver, no torch. An installed fmha package is tested when there is one,
+else the copy in ../src. GPU tests (marker ``gpu``) skip themselves, with the
 reason shown by ``-ra``, when torch or a CUDA device is missing.
 """
 
@@ -13,7 +14,12 @@ from typing import List, Tuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+_TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(_TESTS))
+try:  # an installed fmha wins; otherwise test the source tree
+    import fmha  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(_TESTS.parent / "src"))
 
 from header_parser import Header, parse_header  # noqa: E402
 

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Runs the libfmha test suite ON a GPU machine, from the repository root,
+# with an already built build directory:
+#
+#   FMHA_BUILD_DIR=build OUT=/tmp/fmha-out .ci/test-gpu.sh
+#
+# Steps (FMHA_CI_STEPS selects a subset, in this order; default all):
+#   ctest      every registered test (CPU and GPU, default kernel choice)
+#   portable   the GPU tests again with FMHA_TEST_KERNEL=portable
+#   hopper     the GPU tests with FMHA_TEST_KERNEL=hopper (only on sm_90)
+#   memcheck   compute-sanitizer --tool memcheck on the [sanitize] subset
+#   racecheck  compute-sanitizer --tool racecheck on the [sanitize] subset
+#   demo       the fmha_demo program
+# Logs go to ${OUT:-/tmp/fmha-out}/ (at most six files). A compact summary is
+# printed at the end; the exit status is non-zero if any step failed.
+# A GPU test binary that finds no GPU counts as a failure here unless
+# FMHA_ALLOW_NO_GPU=1 (this script is meant for machines with one).
+set -u
+
+build=${FMHA_BUILD_DIR:-build}
+out=${OUT:-/tmp/fmha-out}
+steps=${FMHA_CI_STEPS:-ctest portable hopper memcheck racecheck demo}
+gpu_bin="$build/tests/fmha_test_gpu"
+demo_bin="$build/fmha_demo"
+mkdir -p "$out"
+
+if [ ! -x "$gpu_bin" ]; then
+    echo "test-gpu.sh: $gpu_bin not found: build first (cmake --build $build)" >&2
+    exit 2
+fi
+
+declare -a summary
+failed=0
+
+record() {  # record STEP STATUS DETAIL
+    summary+=("$(printf '%-10s %-5s %s' "$1" "$2" "$3")")
+    [ "$2" = FAIL ] && failed=1
+    return 0
+}
+
+# "gpu sweep: N cases, worst error ratio R (case ...); F failed; ..." -> "N cases, worst ratio R, F failed"
+sweep_line() {
+    grep -h -o 'gpu sweep: [0-9]* cases, worst error ratio [^ ]* (case [^)]*); [0-9]* failed' "$1" |
+        tail -n 1 |
+        sed -E 's/gpu sweep: ([0-9]+) cases, worst error ratio ([^ ]+) \(case ([^)]*)\); ([0-9]+) failed/\1 cases, worst ratio \2 (\3), \4 failed/'
+}
+
+skipped_for_no_gpu() { grep -q 'no CUDA device' "$1"; }
+
+# A GPU-test run: exit 0 passes, 77 means every test skipped for want of a GPU.
+judge_gpu_run() {  # judge_gpu_run STEP RC LOG
+    local step=$1 rc=$2 log=$3 detail
+    detail=$(sweep_line "$log")
+    if [ "$rc" -eq 77 ] || { [ "$rc" -eq 0 ] && skipped_for_no_gpu "$log"; }; then
+        if [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then record "$step" SKIP "no GPU (see $log)"
+        else record "$step" FAIL "no GPU found by the tests (see $log)"; fi
+    elif [ "$rc" -eq 0 ]; then
+        record "$step" PASS "${detail:-ok}"
+    else
+        record "$step" FAIL "exit $rc; ${detail:+$detail; }see $log"
+    fi
+}
+
+device_sm() {
+    local sm=""
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        sm=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+    fi
+    if [ -z "$sm" ]; then
+        sm=$("$gpu_bin" "device selection and the driver" 2>/dev/null |
+            sed -n 's/^device: sm_\([0-9]*\),.*/\1/p' | head -n 1)
+    fi
+    echo "$sm"
+}
+
+sanitizer=""
+if command -v compute-sanitizer >/dev/null 2>&1; then
+    sanitizer=$(command -v compute-sanitizer)
+else
+    for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+        if [ -x "$c" ]; then sanitizer=$c; break; fi
+    done
+fi
+
+sm=$(device_sm)
+echo "test-gpu.sh: build dir $build, logs in $out, device sm_${sm:-unknown}, steps: $steps"
+
+for step in $steps; do
+    case "$step" in
+    ctest)
+        log="$out/ctest.log"
+        echo "== ctest (all tests) -> $log"
+        ctest --test-dir "$build" -V --output-on-failure >"$log" 2>&1
+        rc=$?
+        totals=$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1)
+        skipped=$(grep -c -- '\*\*\*Skipped' "$log")
+        detail="${totals:-no ctest summary}; $skipped skipped; $(sweep_line "$log")"
+        if [ "$rc" -ne 0 ]; then record ctest FAIL "$detail"
+        elif grep -q -- 'gpu.*\*\*\*Skipped' "$log" && [ "${FMHA_ALLOW_NO_GPU:-0}" != 1 ]; then
+            record ctest FAIL "GPU tests skipped on a GPU machine; $detail"
+        else record ctest PASS "$detail"; fi
+        ;;
+    portable | hopper)
+        log="$out/gpu-$step.log"
+        if [ "$step" = hopper ] && [ "$sm" != 90 ]; then
+            record hopper SKIP "device is sm_${sm:-unknown}, the Hopper kernel needs sm_90"
+            continue
+        fi
+        echo "== GPU tests, FMHA_TEST_KERNEL=$step -> $log"
+        FMHA_TEST_KERNEL=$step "$gpu_bin" >"$log" 2>&1
+        judge_gpu_run "$step" $? "$log"
+        ;;
+    memcheck | racecheck)
+        log="$out/sanitizer-$step.log"
+        if [ -z "$sanitizer" ]; then
+            record "$step" SKIP "compute-sanitizer not on PATH"
+            continue
+        fi
+        echo "== compute-sanitizer --tool $step, [sanitize] subset -> $log"
+        : >"$log"
+        kernels="portable"
+        [ "$sm" = 90 ] && kernels="portable hopper"
+        worst=0
+        for k in $kernels; do
+            echo "---- FMHA_TEST_KERNEL=$k" >>"$log"
+            FMHA_TEST_KERNEL=$k "$sanitizer" --tool "$step" --error-exitcode 99 \
+                "$gpu_bin" "[sanitize]" >>"$log" 2>&1
+            rc=$?
+            echo "---- exit $rc" >>"$log"
+            [ "$rc" -ne 0 ] && worst=$rc
+        done
+        errors=$(grep -h -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tr '\n' ' ')
+        if [ "$worst" -eq 0 ] && grep -q 'sanitize subset: [0-9]* cases' "$log"; then
+            record "$step" PASS "kernels: $kernels; ${errors:-no summary line}"
+        elif [ "$worst" -eq 77 ] && [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then
+            record "$step" SKIP "no GPU"
+        else
+            record "$step" FAIL "exit $worst; ${errors}see $log"
+        fi
+        ;;
+    demo)
+        log="$out/demo.log"
+        if [ ! -x "$demo_bin" ]; then
+            record demo FAIL "$demo_bin not built"
+            continue
+        fi
+        echo "== fmha_demo -> $log"
+        "$demo_bin" >"$log" 2>&1
+        rc=$?
+        if [ "$rc" -ne 0 ]; then record demo FAIL "exit $rc; see $log"
+        elif grep -q 'nothing to run' "$log"; then
+            if [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then record demo SKIP "no GPU"
+            else record demo FAIL "no GPU found by the demo"; fi
+        else
+            record demo PASS "$(grep -E 'TFLOP/s' "$log" | sed -E 's/.*(non-causal|causal) +kernel ([^ ]+) .*max err ([^ ]+) .*\| ([0-9.]+ TFLOP\/s).*/\1 \2 err \3 \4/' | tr '\n' ';')"
+        fi
+        ;;
+    *)
+        record "$step" FAIL "unknown step (known: ctest portable hopper memcheck racecheck demo)"
+        ;;
+    esac
+done
+
+echo
+echo "==== libfmha GPU test summary (device sm_${sm:-unknown}) ===="
+for line in "${summary[@]}"; do echo "$line"; done
+if [ "$failed" -ne 0 ]; then
+    echo "RESULT: FAIL (logs in $out)"
+    exit 1
+fi
+echo "RESULT: PASS (logs in $out)"
+exit 0

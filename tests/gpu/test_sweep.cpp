@@ -1,0 +1,226 @@
+// The numerical sweep: dtype x head_dim x mask x GQA ratio x lengths x
+// layout against the float64 reference with the 2x rule, plus LSE, guard
+// bands, unwritten outputs and bitwise reruns (all in run_case).
+//
+// Environment: FMHA_TEST_KERNEL=auto|portable|hopper picks the family,
+// FMHA_TEST_SEED the base seed, FMHA_TEST_CASE a substring of the case names
+// to run only some (e.g. "hd96 " or "sq4097").
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu_common.h"
+#include "fmha_test/random.h"
+
+using namespace fmha_test;
+
+namespace {
+
+const fmha_dtype kDtypes[] = {FMHA_DTYPE_BF16, FMHA_DTYPE_FP16};
+const int64_t kHeadDims[] = {64, 96, 128, 256};
+const fmha_mask kMasks[] = {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT,
+                            FMHA_MASK_CAUSAL_BOTTOM_RIGHT};
+const int64_t kKvHeads[] = {8, 2, 1};  // with 8 q heads: MHA, GQA 4:1, MQA
+const Layout kLayouts[] = {Layout::BSHD, Layout::BHSD, Layout::SLICED};
+struct Lengths {
+    int64_t q, k;
+};
+const Lengths kLengths[] = {{1, 1},   {17, 17},  {1000, 1000}, {17, 1000},
+                            {1000, 17}, {1, 4097}, {128, 33}};
+
+// Every (dtype, head_dim, mask, kv heads) with every length pair above, the
+// layout rotating so each combination meets each layout across lengths; a
+// few 4097 x 4097 (and 4097 x 1000) cases on top, for hd 64 and 128 only.
+std::vector<Case> sweep_cases(fmha_kernel_family kernel) {
+    std::vector<Case> cases;
+    const uint64_t base = base_seed();
+    int combo = 0;
+    for (fmha_dtype dt : kDtypes)
+        for (int64_t hd : kHeadDims)
+            for (fmha_mask mask : kMasks)
+                for (int64_t hkv : kKvHeads) {
+                    int li = 0;
+                    for (const Lengths &len : kLengths) {
+                        Case c;
+                        c.dtype = dt;
+                        c.head_dim = hd;
+                        c.mask = mask;
+                        c.num_q_heads = 8;
+                        c.num_kv_heads = hkv;
+                        c.seqlen_q = len.q;
+                        c.seqlen_k = len.k;
+                        c.batch = 2;
+                        c.layout = kLayouts[(combo + li) % 3];
+                        c.write_lse = (combo + li) % 7 != 3;
+                        if ((combo + 2 * li) % 5 == 0) c.softmax_scale = 0.3f;
+                        c.kernel = kernel;
+                        cases.push_back(c);
+                        ++li;
+                    }
+                    ++combo;
+                }
+    struct Big {
+        fmha_dtype dt;
+        int64_t hd;
+        fmha_mask mask;
+        int64_t hkv;
+        Layout layout;
+        int64_t sq, sk;
+    } big[] = {
+        {FMHA_DTYPE_BF16, 128, FMHA_MASK_NONE, 8, Layout::BSHD, 4097, 4097},
+        {FMHA_DTYPE_FP16, 128, FMHA_MASK_CAUSAL_TOP_LEFT, 2, Layout::BHSD, 4097, 4097},
+        {FMHA_DTYPE_BF16, 64, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, 1, Layout::SLICED, 4097, 4097},
+        {FMHA_DTYPE_FP16, 64, FMHA_MASK_NONE, 2, Layout::SLICED, 4097, 4097},
+        {FMHA_DTYPE_BF16, 128, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, 8, Layout::BHSD, 4097, 1000},
+        {FMHA_DTYPE_FP16, 64, FMHA_MASK_CAUSAL_TOP_LEFT, 1, Layout::BSHD, 1000, 4097},
+    };
+    for (const Big &b : big) {
+        Case c;
+        c.dtype = b.dt;
+        c.head_dim = b.hd;
+        c.mask = b.mask;
+        c.num_q_heads = 8;
+        c.num_kv_heads = b.hkv;
+        c.seqlen_q = b.sq;
+        c.seqlen_k = b.sk;
+        c.batch = 1;
+        c.layout = b.layout;
+        c.kernel = kernel;
+        cases.push_back(c);
+    }
+    for (size_t i = 0; i < cases.size(); ++i) cases[i].seed = case_seed(base, i);
+    return cases;
+}
+
+struct SweepStats {
+    int run = 0, failed = 0, unsupported = 0;
+    double worst_ratio = -1, worst_lse = 0;
+    std::string worst_case, worst_lse_case;
+    std::map<std::string, int> kernels;
+};
+
+// Runs the cases; prints one line per failing case and a summary line.
+SweepStats run_cases(const char *label, const std::vector<Case> &cases) {
+    SweepStats st;
+    const char *filter = std::getenv("FMHA_TEST_CASE");
+    const bool verbose = std::getenv("FMHA_TEST_VERBOSE") != nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const Case &c : cases) {
+        if (filter && *filter && c.name().find(filter) == std::string::npos) continue;
+        CaseResult r = run_case(c);
+        // An explicitly requested Hopper kernel may not cover every shape:
+        // count those apart, never as passes.
+        if (c.kernel == FMHA_KERNEL_HOPPER && r.status == FMHA_STATUS_NOT_SUPPORTED &&
+            r.error.find("fmha_create_plan") == 0) {
+            ++st.unsupported;
+            std::printf("%s: unsupported by the requested kernel: %s\n", label,
+                        r.summary(c).c_str());
+            continue;
+        }
+        ++st.run;
+        ++st.kernels[r.kernel_name.empty() ? "(no plan)" : r.kernel_name];
+        if (!r.passed()) {
+            ++st.failed;
+            std::printf("%s: %s\n", label, r.summary(c).c_str());
+            std::fflush(stdout);
+        } else if (verbose) {
+            std::printf("%s: %s\n", label, r.summary(c).c_str());
+        }
+        if (r.status == FMHA_STATUS_SUCCESS && r.error.empty()) {
+            if (r.ratio > st.worst_ratio) {
+                st.worst_ratio = r.ratio;
+                st.worst_case = c.name();
+            }
+            if (r.lse_err > st.worst_lse) {
+                st.worst_lse = r.lse_err;
+                st.worst_lse_case = c.name();
+            }
+        }
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: %d cases, worst error ratio %.3f (case %s); %d failed; worst LSE error "
+                "%.3g; %d unsupported by the requested kernel; %.1f s\n",
+                label, st.run, st.worst_ratio, st.worst_case.c_str(), st.failed, st.worst_lse,
+                st.unsupported, secs);
+    for (const auto &k : st.kernels)
+        std::printf("%s:   kernel %s: %d cases\n", label, k.first.c_str(), k.second);
+    std::fflush(stdout);
+    return st;
+}
+
+}  // namespace
+
+TEST_CASE("gpu sweep against the float64 reference", "[gpu][sweep]") {
+    FMHA_GPU_TEST_PROLOGUE();
+    const fmha_kernel_family kernel = test_kernel_family();
+    std::printf("gpu sweep: FMHA_TEST_KERNEL=%s, base seed %llu, device sm_%d\n",
+                kernel_family_name(kernel), (unsigned long long)base_seed(),
+                current_device_sm());
+    SweepStats st = run_cases("gpu sweep", sweep_cases(kernel));
+    CHECK(st.failed == 0);
+    CHECK(st.run > 0);
+}
+
+TEST_CASE("fully masked rows give O = 0 and LSE = -inf", "[gpu][masked]") {
+    FMHA_GPU_TEST_PROLOGUE();
+    std::vector<Case> cases;
+    const Lengths lens[] = {{1000, 17}, {128, 33}, {64, 1}, {4097, 1}};
+    uint64_t i = 1000;
+    for (fmha_dtype dt : kDtypes)
+        for (int64_t hd : kHeadDims)
+            for (const Lengths &len : lens) {
+                Case c;
+                c.dtype = dt;
+                c.head_dim = hd;
+                c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;  // sq > sk: the first sq - sk rows see nothing
+                c.num_q_heads = 4;
+                c.num_kv_heads = 2;
+                c.batch = 2;
+                c.seqlen_q = len.q;
+                c.seqlen_k = len.k;
+                c.layout = kLayouts[i % 3];
+                c.kernel = test_kernel_family();
+                c.seed = case_seed(base_seed(), i++);
+                cases.push_back(c);
+            }
+    for (const Case &c : cases) {
+        CaseResult r = run_case(c);
+        INFO(r.summary(c));
+        CHECK(r.cmp.masked_rows == c.batch * c.num_q_heads * (c.seqlen_q - c.seqlen_k));
+        CHECK(r.cmp.masked_rows_ok);
+        CHECK(r.passed());
+    }
+}
+
+// Small cases of every dtype, mask and head dim, for compute-sanitizer
+// (memcheck, racecheck): run with  fmha_test_gpu "[sanitize]".
+TEST_CASE("sanitizer subset", "[gpu][sanitize]") {
+    FMHA_GPU_TEST_PROLOGUE();
+    std::vector<Case> cases;
+    uint64_t i = 5000;
+    for (fmha_dtype dt : kDtypes)
+        for (int64_t hd : kHeadDims)
+            for (fmha_mask mask : kMasks) {
+                Case c;
+                c.dtype = dt;
+                c.head_dim = hd;
+                c.mask = mask;
+                c.num_q_heads = 4;
+                c.num_kv_heads = 2;
+                c.batch = 2;
+                // bottom-right with sq > sk also covers fully masked rows
+                c.seqlen_q = mask == FMHA_MASK_CAUSAL_BOTTOM_RIGHT ? 150 : 77;
+                c.seqlen_k = mask == FMHA_MASK_CAUSAL_BOTTOM_RIGHT ? 70 : 141;
+                c.layout = kLayouts[i % 3];
+                c.kernel = test_kernel_family();
+                c.seed = case_seed(base_seed(), i++);
+                cases.push_back(c);
+            }
+    SweepStats st = run_cases("sanitize subset", cases);
+    CHECK(st.failed == 0);
+}

@@ -1,0 +1,23 @@
+// Whether a CUDA device can be used by the tests, and the kernel family the
+// GPU tests ask for.
+#pragma once
+#include <string>
+
+#include "fmha/fmha.h"
+
+namespace fmha_test {
+
+// cudaGetDeviceCount through the static runtime, which reports a missing
+// driver as an error instead of failing to start. Cached after the first call.
+// On false, *why (if given) says why, e.g. "cudaErrorInsufficientDriver: ...".
+bool gpu_available(std::string *why);
+
+// Compute capability (major*10+minor) of the current runtime device.
+int current_device_sm();
+
+// Kernel family from env FMHA_TEST_KERNEL: "auto" (or unset), "portable" or
+// "hopper". Anything else throws std::invalid_argument.
+fmha_kernel_family test_kernel_family();
+const char *kernel_family_name(int family);
+
+}  // namespace fmha_test

@@ -1,0 +1,44 @@
+// CPU references of attention: a float64 one (the truth) and a
+// "same-precision" float32 one that rounds like a bf16/fp16 kernel may.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "fmha/fmha.h"
+
+namespace fmha_test {
+
+// What the references need of a problem; strides as in fmha_descriptor.
+struct RefProblem {
+    fmha_dtype dtype = FMHA_DTYPE_BF16;
+    int64_t batch = 1, num_q_heads = 1, num_kv_heads = 1;
+    int64_t seqlen_q = 1, seqlen_k = 1, head_dim = 64;
+    fmha_mask mask = FMHA_MASK_NONE;
+    double softmax_scale = 0;  // 0 means 1/sqrt(head_dim), as in the descriptor
+    fmha_strides q{}, k{}, v{}, o{};
+
+    double scale() const;
+    // Last key row i may see, or seqlen_k - 1 without a mask; < 0: sees none.
+    int64_t last_visible_key(int64_t i) const;
+};
+
+// Results in logical order: o[((b * Hq + h) * Sq + i) * D + d],
+// lse[(b * Hq + h) * Sq + i] (natural log; -inf for a row that sees no key).
+struct RefResult {
+    std::vector<double> o;
+    std::vector<double> lse;
+};
+
+// q, k, v: the low-precision inputs, element (b, s, h, d) at
+// ptr[b*stride.batch + s*stride.seq + h*stride.head + d] (pointers already at
+// the view's offset). Work is spread over `threads` threads by (batch, head);
+// 0 means std::thread::hardware_concurrency().
+RefResult reference_fp64(const RefProblem &p, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, int threads = 0);
+
+// The same math in float32, with P = softmax rounded to the dtype before P.V
+// and O rounded to the dtype, the way a low-precision kernel computes it.
+RefResult reference_lowp(const RefProblem &p, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, int threads = 0);
+
+}  // namespace fmha_test

@@ -1,0 +1,69 @@
+#include "fmha_test/gpu.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+#include "fmha_test/buffers.h"
+
+namespace fmha_test {
+
+bool gpu_available(std::string *why) {
+    static std::once_flag once;
+    static bool available = false;
+    static std::string reason;
+    std::call_once(once, [] {
+        int count = 0;
+        cudaError_t err = cudaGetDeviceCount(&count);
+        if (err != cudaSuccess) {
+            reason = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+            cudaGetLastError();  // clear the sticky-free error state
+            return;
+        }
+        if (count == 0) {
+            reason = "cudaGetDeviceCount reports 0 devices";
+            return;
+        }
+        err = cudaFree(nullptr);  // creates the primary context of device 0
+        if (err != cudaSuccess) {
+            reason = std::string("cudaFree(0) failed: ") + cudaGetErrorName(err) + ": " +
+                     cudaGetErrorString(err);
+            cudaGetLastError();
+            return;
+        }
+        available = true;
+    });
+    if (why != nullptr) *why = reason;
+    return available;
+}
+
+int current_device_sm() {
+    int dev = 0, major = 0, minor = 0;
+    FMHA_TEST_CUDA(cudaGetDevice(&dev));
+    FMHA_TEST_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    FMHA_TEST_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major * 10 + minor;
+}
+
+fmha_kernel_family test_kernel_family() {
+    const char *env = std::getenv("FMHA_TEST_KERNEL");
+    if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return FMHA_KERNEL_AUTO;
+    if (std::strcmp(env, "portable") == 0) return FMHA_KERNEL_PORTABLE;
+    if (std::strcmp(env, "hopper") == 0) return FMHA_KERNEL_HOPPER;
+    throw std::invalid_argument(std::string("FMHA_TEST_KERNEL is \"") + env +
+                                "\": must be auto, portable or hopper");
+}
+
+const char *kernel_family_name(int family) {
+    switch (family) {
+    case FMHA_KERNEL_AUTO: return "auto";
+    case FMHA_KERNEL_PORTABLE: return "portable";
+    case FMHA_KERNEL_HOPPER: return "hopper";
+    }
+    return "family?";
+}
+
+}  // namespace fmha_test

@@ -1,0 +1,434 @@
+#include "fmha_test/runner.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "fmha_test/half.h"
+#include "fmha_test/random.h"
+
+namespace fmha_test {
+
+const char *mask_name(fmha_mask mask) {
+    switch (mask) {
+    case FMHA_MASK_NONE: return "none";
+    case FMHA_MASK_CAUSAL_TOP_LEFT: return "top-left";
+    case FMHA_MASK_CAUSAL_BOTTOM_RIGHT: return "bottom-right";
+    }
+    return "mask?";
+}
+
+std::string Case::name() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s kernel=%s "
+                  "seed=0x%016llx",
+                  dtype_name(dtype), (long long)head_dim, (long long)batch,
+                  (long long)num_q_heads, (long long)num_kv_heads, (long long)seqlen_q,
+                  (long long)seqlen_k, mask_name(mask), layout_name(layout),
+                  write_lse ? " lse" : "", softmax_scale != 0 ? " scale" : "",
+                  kernel == FMHA_KERNEL_AUTO       ? "auto"
+                  : kernel == FMHA_KERNEL_PORTABLE ? "portable"
+                                                   : "hopper",
+                  (unsigned long long)seed);
+    std::string s = buf;
+    if (softmax_scale != 0) {
+        std::snprintf(buf, sizeof buf, " (scale=%g)", (double)softmax_scale);
+        s += buf;
+    }
+    return s;
+}
+
+bool Outputs::operator==(const Outputs &other) const {
+    return o.size() == other.o.size() && lse.size() == other.lse.size() &&
+           std::memcmp(o.data(), other.o.data(), o.size() * sizeof(uint16_t)) == 0 &&
+           std::memcmp(lse.data(), other.lse.data(), lse.size() * sizeof(float)) == 0;
+}
+
+HostCase::HostCase(const Case &c) : case_(c) {
+    if (c.num_kv_heads < 1 || c.num_q_heads % c.num_kv_heads != 0)
+        throw std::invalid_argument("Case: num_q_heads must be a multiple of num_kv_heads");
+    q_layout = make_layout(c.layout, c.batch, c.seqlen_q, c.num_q_heads, c.head_dim);
+    k_layout = make_layout(c.layout, c.batch, c.seqlen_k, c.num_kv_heads, c.head_dim);
+    v_layout = k_layout;
+    o_layout = q_layout;
+    std::mt19937_64 rng(c.seed);
+    hq_ = random_tensor(q_layout, c.batch, c.seqlen_q, c.num_q_heads, c.head_dim, c.dtype, rng);
+    hk_ = random_tensor(k_layout, c.batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
+    hv_ = random_tensor(v_layout, c.batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
+}
+
+size_t HostCase::lse_elems() const {
+    return case_.write_lse ? size_t(case_.batch * case_.num_q_heads * case_.seqlen_q) : 0;
+}
+
+CaseData::CaseData(const Case &c) : HostCase(c) {
+    q = DeviceBuffer(q_layout.alloc_elems, 2, kGuard16);
+    k = DeviceBuffer(k_layout.alloc_elems, 2, kGuard16);
+    v = DeviceBuffer(v_layout.alloc_elems, 2, kGuard16);
+    o = DeviceBuffer(o_layout.alloc_elems, 2, kGuard16);
+    q.upload(host_q().data());
+    k.upload(host_k().data());
+    v.upload(host_v().data());
+    if (c.write_lse) lse = DeviceBuffer(lse_elems(), 4, kGuard32);
+    prefill_outputs();
+}
+
+fmha_descriptor HostCase::descriptor() const {
+    fmha_descriptor d;
+    if (fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) != FMHA_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("fmha_descriptor_init: ") +
+                                 fmha_last_error_message());
+    d.dtype = case_.dtype;
+    d.batch = case_.batch;
+    d.num_q_heads = case_.num_q_heads;
+    d.num_kv_heads = case_.num_kv_heads;
+    d.seqlen_q = case_.seqlen_q;
+    d.seqlen_k = case_.seqlen_k;
+    d.head_dim = case_.head_dim;
+    d.q_strides = q_layout.strides;
+    d.k_strides = k_layout.strides;
+    d.v_strides = v_layout.strides;
+    d.o_strides = o_layout.strides;
+    d.softmax_scale = case_.softmax_scale;
+    d.mask = case_.mask;
+    d.flags = case_.write_lse ? FMHA_FLAG_WRITE_LSE : 0u;
+    d.kernel = case_.kernel;
+    return d;
+}
+
+fmha_tensors CaseData::tensors() const {
+    fmha_tensors t;
+    if (fmha_tensors_init(&t, FMHA_TENSORS_VERSION) != FMHA_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("fmha_tensors_init: ") + fmha_last_error_message());
+    t.q = static_cast<const uint16_t *>(q.data()) + q_layout.offset;
+    t.k = static_cast<const uint16_t *>(k.data()) + k_layout.offset;
+    t.v = static_cast<const uint16_t *>(v.data()) + v_layout.offset;
+    t.o = static_cast<uint16_t *>(o.data()) + o_layout.offset;
+    t.lse = config().write_lse ? static_cast<float *>(lse.data()) : nullptr;
+    return t;
+}
+
+void CaseData::prefill_outputs() {
+    o.fill(kOutputPrefill16);
+    if (config().write_lse) lse.fill(kOutputPrefill32);
+}
+
+Outputs CaseData::download() const {
+    Outputs out;
+    out.o.resize(o.elems());
+    o.download(out.o.data());
+    if (config().write_lse) {
+        out.lse.resize(lse.elems());
+        lse.download(out.lse.data());
+    }
+    return out;
+}
+
+bool CaseData::guards_intact(std::string *why) const {
+    const struct {
+        const char *name;
+        const DeviceBuffer *buf;
+    } bufs[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}};
+    for (const auto &b : bufs) {
+        if (b.buf->elems() == 0) continue;
+        std::string w;
+        if (!b.buf->guards_intact(&w)) {
+            if (why) *why = std::string(b.name) + ": " + w;
+            return false;
+        }
+    }
+    return true;
+}
+
+RefProblem HostCase::ref_problem() const {
+    RefProblem p;
+    p.dtype = case_.dtype;
+    p.batch = case_.batch;
+    p.num_q_heads = case_.num_q_heads;
+    p.num_kv_heads = case_.num_kv_heads;
+    p.seqlen_q = case_.seqlen_q;
+    p.seqlen_k = case_.seqlen_k;
+    p.head_dim = case_.head_dim;
+    p.mask = case_.mask;
+    // The kernel multiplies by the float scale, so the reference uses that value.
+    p.softmax_scale = case_.softmax_scale != 0
+                          ? double(case_.softmax_scale)
+                          : double(1.0f / std::sqrt(float(case_.head_dim)));
+    p.q = q_layout.strides;
+    p.k = k_layout.strides;
+    p.v = v_layout.strides;
+    p.o = o_layout.strides;
+    return p;
+}
+
+const RefResult &HostCase::ref64() {
+    if (!ref64_)
+        ref64_.reset(new RefResult(reference_fp64(ref_problem(), hq_.data() + q_layout.offset,
+                                                  hk_.data() + k_layout.offset,
+                                                  hv_.data() + v_layout.offset)));
+    return *ref64_;
+}
+
+const RefResult &HostCase::ref_lowp() {
+    if (!ref_lowp_)
+        ref_lowp_.reset(new RefResult(reference_lowp(ref_problem(),
+                                                     hq_.data() + q_layout.offset,
+                                                     hk_.data() + k_layout.offset,
+                                                     hv_.data() + v_layout.offset)));
+    return *ref_lowp_;
+}
+
+namespace {
+
+std::string where(int64_t b, int64_t h, int64_t i, int64_t d = -1) {
+    std::string s = "(b=" + std::to_string(b) + ", h=" + std::to_string(h) +
+                    ", row=" + std::to_string(i);
+    if (d >= 0) s += ", d=" + std::to_string(d);
+    return s + ")";
+}
+
+void note(std::string &detail, const std::string &what) {
+    if (detail.empty()) detail = what;
+}
+
+}  // namespace
+
+Comparison HostCase::compare(const Outputs &out) {
+    const RefResult &r64 = ref64();
+    const RefResult &rlp = ref_lowp();
+    const Case &c = case_;
+    const fmha_dtype dt = c.dtype;
+    const int64_t D = c.head_dim;
+    if (out.o.size() != o_layout.alloc_elems || out.lse.size() != lse_elems())
+        throw std::invalid_argument("HostCase::compare: outputs of the wrong size");
+    Comparison cmp;
+    cmp.all_written = true;
+    std::vector<char> logical(o_layout.alloc_elems, 0);
+    int64_t worst_b = 0, worst_h = 0, worst_i = 0, worst_d = 0;
+    for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t h = 0; h < c.num_q_heads; ++h)
+            for (int64_t i = 0; i < c.seqlen_q; ++i) {
+                const size_t row = size_t((b * c.num_q_heads + h) * c.seqlen_q + i);
+                const bool masked = std::isinf(r64.lse[row]);
+                if (masked) ++cmp.masked_rows;
+                for (int64_t d = 0; d < D; ++d) {
+                    const size_t at = size_t(o_layout.offset +
+                                             element_offset(o_layout.strides, b, i, h, d));
+                    logical[at] = 1;
+                    const uint16_t bits = out.o[at];
+                    const double ref = r64.o[row * size_t(D) + size_t(d)];
+                    cmp.lowp_err = std::max(cmp.lowp_err,
+                                            std::fabs(rlp.o[row * size_t(D) + size_t(d)] - ref));
+                    if (is_nan_lowp(bits, dt)) {
+                        if (cmp.all_written)
+                            note(cmp.detail,
+                                 (bits == kOutputPrefill16 ? "O never written at "
+                                                           : "O is NaN at ") +
+                                     where(b, h, i, d));
+                        cmp.all_written = false;
+                        continue;
+                    }
+                    if (masked && (bits & 0x7FFFu) != 0) {
+                        if (cmp.masked_rows_ok)
+                            note(cmp.detail, "O of a fully masked row is not 0 at " +
+                                                 where(b, h, i, d));
+                        cmp.masked_rows_ok = false;
+                    }
+                    const double err = std::fabs(double(lowp_to_float(bits, dt)) - ref);
+                    if (!(err <= cmp.max_err)) {
+                        cmp.max_err = err;
+                        worst_b = b, worst_h = h, worst_i = i, worst_d = d;
+                    }
+                }
+            }
+    cmp.ratio = cmp.max_err / std::max(cmp.lowp_err, 5e-7);
+    cmp.o_ok = cmp.all_written && cmp.max_err <= 2 * cmp.lowp_err + 1e-6;
+    if (cmp.all_written && !cmp.o_ok) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "O error %.3g > 2 x %.3g (worst at ", cmp.max_err,
+                      cmp.lowp_err);
+        note(cmp.detail, buf + where(worst_b, worst_h, worst_i, worst_d) + ")");
+    }
+
+    cmp.gaps_untouched = true;
+    for (size_t at = 0; at < logical.size(); ++at)
+        if (!logical[at] && out.o[at] != kOutputPrefill16) {
+            note(cmp.detail, "O written outside the view, at allocation element " +
+                                 std::to_string(at));
+            cmp.gaps_untouched = false;
+            break;
+        }
+
+    if (c.write_lse) {
+        bool all_rows_within_tol = true;
+        for (int64_t b = 0; b < c.batch; ++b)
+            for (int64_t h = 0; h < c.num_q_heads; ++h)
+                for (int64_t i = 0; i < c.seqlen_q; ++i) {
+                    const size_t row = size_t((b * c.num_q_heads + h) * c.seqlen_q + i);
+                    const float got = out.lse[row];
+                    const double ref = r64.lse[row];
+                    if (std::isnan(got)) {
+                        if (cmp.all_written) note(cmp.detail, "LSE not written at " + where(b, h, i));
+                        cmp.all_written = false;
+                        continue;
+                    }
+                    if (std::isinf(ref)) {
+                        if (!(std::isinf(got) && got < 0)) {
+                            if (cmp.masked_rows_ok)
+                                note(cmp.detail, "LSE of a fully masked row is " +
+                                                     std::to_string(got) + ", not -inf, at " +
+                                                     where(b, h, i));
+                            cmp.masked_rows_ok = false;
+                        }
+                        continue;
+                    }
+                    const double err = std::fabs(double(got) - ref);
+                    cmp.lse_lowp_err = std::max(cmp.lse_lowp_err, std::fabs(rlp.lse[row] - ref));
+                    if (!(err <= 1e-3 * (1 + std::fabs(ref)))) all_rows_within_tol = false;
+                    if (!(err <= cmp.lse_err)) cmp.lse_err = err;
+                }
+        cmp.lse_ok = all_rows_within_tol || cmp.lse_err <= 2 * cmp.lse_lowp_err + 1e-6;
+        if (!cmp.lse_ok) {
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "LSE error %.3g beyond 1e-3*(1+|lse|) and 2 x %.3g",
+                          cmp.lse_err, cmp.lse_lowp_err);
+            note(cmp.detail, buf);
+        }
+    }
+    return cmp;
+}
+
+Outputs HostCase::expected_outputs() {
+    const RefResult &rlp = ref_lowp();
+    const Case &c = case_;
+    Outputs out;
+    out.o.assign(o_layout.alloc_elems, kOutputPrefill16);
+    for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t h = 0; h < c.num_q_heads; ++h)
+            for (int64_t i = 0; i < c.seqlen_q; ++i) {
+                const size_t row = size_t((b * c.num_q_heads + h) * c.seqlen_q + i);
+                for (int64_t d = 0; d < c.head_dim; ++d)
+                    out.o[size_t(o_layout.offset + element_offset(o_layout.strides, b, i, h, d))] =
+                        float_to_lowp(float(rlp.o[row * size_t(c.head_dim) + size_t(d)]), c.dtype);
+            }
+    if (c.write_lse) {
+        out.lse.resize(lse_elems());
+        for (size_t r = 0; r < out.lse.size(); ++r) out.lse[r] = float(rlp.lse[r]);
+    }
+    return out;
+}
+
+bool CaseResult::passed() const {
+    return status == FMHA_STATUS_SUCCESS && error.empty() && guards_ok &&
+           bitwise_identical_rerun && cmp.o_ok && cmp.lse_ok && cmp.all_written &&
+           cmp.gaps_untouched && cmp.masked_rows_ok;
+}
+
+std::string CaseResult::summary(const Case &c) const {
+    std::ostringstream s;
+    s << (passed() ? "ok   " : "FAIL ") << c.name();
+    if (status != FMHA_STATUS_SUCCESS || !error.empty()) {
+        s << " | ";
+        if (status != FMHA_STATUS_SUCCESS) s << fmha_status_string(status) << ": ";
+        s << error;
+        return s.str();
+    }
+    char buf[200];
+    std::snprintf(buf, sizeof buf, " | kernel %s err %.3g lowp %.3g ratio %.2f lse_err %.3g",
+                  kernel_name.c_str(), cmp.max_err, cmp.lowp_err, cmp.ratio, cmp.lse_err);
+    s << buf;
+    if (!guards_ok) s << " | guards overwritten";
+    if (!bitwise_identical_rerun) s << " | rerun differs";
+    if (!cmp.all_written) s << " | unwritten/NaN output";
+    if (!cmp.gaps_untouched) s << " | wrote outside the view";
+    if (!cmp.masked_rows_ok) s << " | masked rows wrong";
+    if (!cmp.detail.empty()) s << " | " << cmp.detail;
+    return s.str();
+}
+
+namespace {
+
+struct PlanHolder {
+    fmha_plan *plan = nullptr;
+    ~PlanHolder() { fmha_destroy_plan(plan); }
+};
+
+// Runs once on the default stream and waits; returns "" or what went wrong.
+std::string run_once(CaseData &data, const fmha_plan *plan, void *ws, size_t ws_bytes,
+                     fmha_status *status, Outputs *out) {
+    data.prefill_outputs();
+    fmha_tensors t = data.tensors();
+    *status = fmha_run(plan, &t, ws, ws_bytes, nullptr);
+    if (*status != FMHA_STATUS_SUCCESS)
+        return std::string("fmha_run: ") + fmha_last_error_message();
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return std::string("after fmha_run: ") + cudaGetErrorName(err) + ": " +
+               cudaGetErrorString(err);
+    *out = data.download();
+    return "";
+}
+
+}  // namespace
+
+CaseResult run_case(const Case &c) {
+    CaseResult r;
+    try {
+        CaseData data(c);
+        fmha_descriptor desc = data.descriptor();
+        PlanHolder ph;
+        r.status = fmha_create_plan(&ph.plan, &desc);
+        if (r.status != FMHA_STATUS_SUCCESS) {
+            r.error = std::string("fmha_create_plan: ") + fmha_last_error_message();
+            return r;
+        }
+        fmha_plan_info info;
+        fmha_plan_info_init(&info, FMHA_PLAN_INFO_VERSION);
+        if (fmha_plan_get_info(ph.plan, &info) == FMHA_STATUS_SUCCESS) {
+            r.kernel_name = info.kernel_name ? info.kernel_name : "(null)";
+            r.kernel_family = info.kernel_family;
+        }
+        size_t ws_bytes = 0;
+        r.status = fmha_plan_workspace_size(ph.plan, &ws_bytes);
+        if (r.status != FMHA_STATUS_SUCCESS) {
+            r.error = std::string("fmha_plan_workspace_size: ") + fmha_last_error_message();
+            return r;
+        }
+        r.workspace_bytes = ws_bytes;
+        // Workspace starts as NaN garbage: a kernel must not rely on its contents.
+        DeviceBuffer ws;
+        if (ws_bytes > 0) ws = DeviceBuffer((ws_bytes + 3) / 4, 4, kGuard32);
+
+        Outputs first, second;
+        r.error = run_once(data, ph.plan, ws_bytes ? ws.data() : nullptr, ws_bytes, &r.status,
+                           &first);
+        if (r.error.empty())
+            r.error = run_once(data, ph.plan, ws_bytes ? ws.data() : nullptr, ws_bytes,
+                               &r.status, &second);
+        if (!r.error.empty()) return r;
+        r.bitwise_identical_rerun = first == second;
+        std::string why;
+        r.guards_ok = data.guards_intact(&why) && (ws_bytes == 0 || ws.guards_intact(&why));
+        r.cmp = data.compare(first);
+        if (!r.guards_ok) r.cmp.detail = why + (r.cmp.detail.empty() ? "" : "; " + r.cmp.detail);
+        r.max_err = r.cmp.max_err;
+        r.lowp_err = r.cmp.lowp_err;
+        r.ratio = r.cmp.ratio;
+        r.lse_err = r.cmp.lse_err;
+        r.all_written = r.cmp.all_written;
+    } catch (const std::exception &e) {
+        if (r.error.empty()) r.error = std::string("test harness: ") + e.what();
+    }
+    return r;
+}
+
+}  // namespace fmha_test

@@ -3,6 +3,9 @@
 #
 #   FMHA_BUILD_DIR=/path/to/cmake/build .ci/test-python.sh [extra pytest args]
 #
+# With FMHA_PREFIX naming an install prefix (cmake --install), the installed
+# libfmha.so and header are tested instead of the build tree's.
+#
 # Installs the package into a temporary --target directory (so the tests
 # import the installed copy, not the source tree), installs pytest there too
 # if it is missing, and runs the CPU tests (marker "not gpu"): they need no
@@ -19,9 +22,18 @@ fi
 build_dir="$(cd "$FMHA_BUILD_DIR" && pwd)"
 python="${PYTHON:-python3}"
 
-lib="$build_dir/libfmha.so"
-if [[ ! -e "$lib" ]]; then
-  lib="$(find "$build_dir" -maxdepth 3 -name 'libfmha.so' -print -quit)"
+# The library: from an install prefix when FMHA_PREFIX names one (checks the
+# install layout too), else from the build directory.
+lib=""
+if [[ -n "${FMHA_PREFIX:-}" && -d "$FMHA_PREFIX" ]]; then
+  lib="$(find "$FMHA_PREFIX" -maxdepth 2 -path '*/lib*/libfmha.so' -print -quit)"
+  if [[ -e "$FMHA_PREFIX/include/fmha/fmha.h" ]]; then
+    export FMHA_HEADER="$FMHA_PREFIX/include/fmha/fmha.h"  # the ABI tests parse the installed header
+  fi
+fi
+if [[ -z "$lib" ]]; then
+  lib="$build_dir/libfmha.so"
+  [[ -e "$lib" ]] || lib="$(find "$build_dir" -maxdepth 3 -name 'libfmha.so' -print -quit)"
 fi
 if [[ -z "$lib" || ! -e "$lib" ]]; then
   echo "test-python: no libfmha.so in $build_dir (build the library first)" >&2

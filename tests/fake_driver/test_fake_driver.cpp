@@ -1,0 +1,550 @@
+// Plan creation and fmha_run against a fake CUDA driver (FMHA_LIBCUDA points
+// at libfmha_fake_cuda.so): device selection, image choice per compute
+// capability, shared-memory limits, context handling, launch geometry,
+// driver-error reporting and graph-capture safety, all without a GPU.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_cuda.h"
+#include "fmha/fmha.h"
+#include "fmha_catch.h"
+#include "fmha_test/layout.h"
+
+using namespace fmha_test;
+
+namespace {
+
+// Before main, so the library's first (and only) driver load finds the fake.
+const bool g_env_set = [] {
+    setenv("FMHA_LIBCUDA", FMHA_FAKE_CUDA_PATH, 1);
+    unsetenv("FMHA_FORCE_KERNEL");
+    return true;
+}();
+
+struct Fake {
+    void *handle = nullptr;
+    fake_cuda_reset_fn reset;
+    fake_cuda_configure_fn configure;
+    fake_cuda_fail_fn fail;
+    fake_cuda_get_stats_fn get_stats;
+    fake_cuda_last_launch_fn last_launch;
+    fake_cuda_set_in_run_fn set_in_run;
+    fake_cuda_context_fn context;
+    fake_cuda_push_fn push;
+    fake_cuda_pop_fn pop;
+
+    Fake() {
+        handle = dlopen(FMHA_FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+        REQUIRE(handle != nullptr);
+        reset = sym<fake_cuda_reset_fn>("fake_cuda_reset");
+        configure = sym<fake_cuda_configure_fn>("fake_cuda_configure");
+        fail = sym<fake_cuda_fail_fn>("fake_cuda_fail");
+        get_stats = sym<fake_cuda_get_stats_fn>("fake_cuda_get_stats");
+        last_launch = sym<fake_cuda_last_launch_fn>("fake_cuda_last_launch");
+        set_in_run = sym<fake_cuda_set_in_run_fn>("fake_cuda_set_in_run");
+        context = sym<fake_cuda_context_fn>("fake_cuda_context");
+        push = sym<fake_cuda_push_fn>("fake_cuda_push");
+        pop = sym<fake_cuda_pop_fn>("fake_cuda_pop");
+        reset();
+    }
+    template <typename T>
+    T sym(const char *name) {
+        void *p = dlsym(handle, name);
+        INFO(name);
+        REQUIRE(p != nullptr);
+        return reinterpret_cast<T>(p);
+    }
+    fake_cuda_stats stats() {
+        fake_cuda_stats s;
+        get_stats(&s);
+        return s;
+    }
+};
+
+Fake &fake() {
+    static Fake *f = new Fake;
+    return *f;
+}
+
+// Fresh fake state for one test (the loaded driver and module cache stay).
+Fake &fresh_fake(int sm = 80) {
+    Fake &f = fake();
+    f.reset();
+    f.configure("sm", sm);
+    return f;
+}
+
+int next_context_id() {
+    static int id = 0;
+    return ++id;
+}
+
+std::vector<int32_t> embedded_archs() {
+    std::vector<int32_t> v(size_t(fmha_embedded_archs(nullptr, 0)));
+    fmha_embedded_archs(v.data(), int32_t(v.size()));
+    return v;
+}
+bool embeds(int sm) {
+    for (int32_t a : embedded_archs())
+        if (a == sm) return true;
+    return false;
+}
+
+fmha_descriptor make_desc(fmha_dtype dt = FMHA_DTYPE_BF16, int64_t hd = 128,
+                          Layout layout = Layout::BSHD, int64_t sq = 300, int64_t sk = 520) {
+    fmha_descriptor d;
+    REQUIRE(fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
+    d.dtype = dt;
+    d.batch = 3;
+    d.num_q_heads = 8;
+    d.num_kv_heads = 2;
+    d.seqlen_q = sq;
+    d.seqlen_k = sk;
+    d.head_dim = hd;
+    d.q_strides = d.o_strides = make_layout(layout, d.batch, sq, 8, hd).strides;
+    d.k_strides = d.v_strides = make_layout(layout, d.batch, sk, 2, hd).strides;
+    d.flags = FMHA_FLAG_WRITE_LSE;
+    return d;
+}
+
+// Never dereferenced by the fake: only alignment matters.
+alignas(256) unsigned char g_fake_memory[4096];
+
+fmha_tensors fake_tensors() {
+    fmha_tensors t;
+    REQUIRE(fmha_tensors_init(&t, FMHA_TENSORS_VERSION) == FMHA_STATUS_SUCCESS);
+    t.q = g_fake_memory;
+    t.k = g_fake_memory + 256;
+    t.v = g_fake_memory + 512;
+    t.o = g_fake_memory + 768;
+    t.lse = reinterpret_cast<float *>(g_fake_memory + 1024);
+    return t;
+}
+void *fake_workspace() { return g_fake_memory + 2048; }
+
+struct Plan {
+    fmha_plan *p = nullptr;
+    ~Plan() { fmha_destroy_plan(p); }
+};
+
+fmha_status create(Plan &plan, const fmha_descriptor &d) {
+    return fmha_create_plan(&plan.p, &d);
+}
+
+fmha_plan_info info_of(const fmha_plan *p) {
+    fmha_plan_info i;
+    fmha_plan_info_init(&i, FMHA_PLAN_INFO_VERSION);
+    REQUIRE(fmha_plan_get_info(p, &i) == FMHA_STATUS_SUCCESS);
+    return i;
+}
+
+std::string expected_portable_name(fmha_dtype dt, int64_t hd) {
+    return std::string("fmha_fwd_portable_") + (dt == FMHA_DTYPE_BF16 ? "bf16" : "fp16") + "_hd" +
+           std::to_string(hd);
+}
+
+}  // namespace
+
+TEST_CASE("the fake driver is what libfmha loads", "[cpu][fake-driver]") {
+    Fake &f = fresh_fake();
+    int32_t version = 0;
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_driver_version(&version));
+    CHECK(version == 12080);
+    (void)f;
+}
+
+TEST_CASE("fake sm_80: portable plans for every dtype and head dim", "[cpu][fake-driver]") {
+    Fake &f = fresh_fake(80);
+    const int retained = f.stats().primary_retained;
+    for (fmha_dtype dt : {FMHA_DTYPE_BF16, FMHA_DTYPE_FP16})
+        for (int64_t hd : {64, 96, 128, 256}) {
+            INFO("dtype " << dt << " hd " << hd);
+            Plan plan;
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, make_desc(dt, hd)));
+            fmha_plan_info i = info_of(plan.p);
+            CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+            REQUIRE(i.kernel_name != nullptr);
+            CHECK(std::string(i.kernel_name) == expected_portable_name(dt, hd));
+            CHECK(i.device == 0);
+            CHECK(i.device_sm == 80);
+            if (embeds(80)) {
+                CHECK(i.image_sm == 80);
+                CHECK(i.image_is_ptx == 0);
+            }
+            CHECK(i.workspace_bytes == 0u);
+            CHECK(i.tile_m > 0);
+            CHECK(i.threads_per_cta > 0);
+            CHECK(f.stats().primary_retained == retained + 1);  // the plan holds the primary context
+        }
+    CHECK(f.stats().primary_retained == retained);  // and gives it back
+}
+
+TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-driver]") {
+    const int ptx = fmha_embedded_ptx_arch();
+    for (int sm : {80, 86, 89, 90, 100, 120}) {
+        Fake &f = fresh_fake(sm);
+        (void)f;
+        for (int family : {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE}) {
+            fmha_descriptor d = make_desc();
+            d.kernel = family;
+            Plan plan;
+            fmha_status st = create(plan, d);
+            INFO("sm " << sm << " family " << family << ": " << fmha_status_string(st) << ": "
+                       << fmha_last_error_message());
+            bool cubin = embeds(sm) || ((sm == 86 || sm == 89) && embeds(80));
+            if (!cubin && !(ptx != 0 && ptx <= sm)) {
+                CHECK(st == FMHA_STATUS_NO_KERNEL_IMAGE);
+                continue;
+            }
+            REQUIRE(st == FMHA_STATUS_SUCCESS);
+            fmha_plan_info i = info_of(plan.p);
+            CHECK(i.device_sm == sm);
+            if (cubin) {
+                CHECK(i.image_is_ptx == 0);
+                CHECK(i.image_sm == (embeds(sm) ? sm : 80));
+            } else {
+                CHECK(i.image_is_ptx == 1);
+                CHECK(i.image_sm == ptx);
+            }
+            if (family == FMHA_KERNEL_PORTABLE) CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+            if (family == FMHA_KERNEL_AUTO && sm == 90 && embeds(90))
+                CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);  // the fastest kernel on Hopper
+            if (sm != 90) CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+        }
+    }
+}
+
+TEST_CASE("fake devices: pre-Ampere, no device, bad ordinal", "[cpu][fake-driver]") {
+    SECTION("sm_75") {
+        fresh_fake(75);
+        fmha_descriptor d = make_desc();
+        Plan plan;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, create(plan, d));
+        CHECK(plan.p == nullptr);
+        CHECK(std::string(fmha_last_error_message()).find("sm_75") != std::string::npos);
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, FMHA_SM_CURRENT_DEVICE));
+        fresh_fake(80);
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_check_support(&d, FMHA_SM_CURRENT_DEVICE));
+    }
+    SECTION("no device") {
+        Fake &f = fresh_fake(80);
+        f.configure("devices", 0);
+        const int retained = f.stats().primary_retained;
+        Plan plan;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NO_DEVICE, create(plan, make_desc()));
+        CHECK(plan.p == nullptr);
+        CHECK(f.stats().primary_retained == retained);
+    }
+    SECTION("device ordinal beyond the device count") {
+        Fake &f = fresh_fake(80);
+        f.configure("devices", 2);
+        fmha_descriptor d = make_desc();
+        d.device = 2;
+        Plan plan;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NO_DEVICE, create(plan, d));
+        CHECK(std::string(fmha_last_error_message()).find("device is 2") != std::string::npos);
+        d.device = 1;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        CHECK(info_of(plan.p).device == 1);
+    }
+}
+
+TEST_CASE("fake devices: kernels needing more shared memory than offered", "[cpu][fake-driver]") {
+    for (int64_t hd : {64, 96, 128, 256}) {
+        Fake &f = fresh_fake(80);
+        Plan big;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(big, make_desc(FMHA_DTYPE_FP16, hd)));
+        const int needed = info_of(big.p).shared_memory_bytes;
+        INFO("hd " << hd << " needs " << needed << " bytes of shared memory");
+        f.configure("smem_optin", needed - 16);
+        Plan small;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, create(small, make_desc(FMHA_DTYPE_FP16, hd)));
+        CHECK(std::string(fmha_last_error_message()).find("shared memory") != std::string::npos);
+        f.configure("smem_optin", needed);
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, create(small, make_desc(FMHA_DTYPE_FP16, hd)));
+    }
+}
+
+TEST_CASE("fake driver: fmha_run launches one kernel over every query block",
+          "[cpu][fake-driver][run]") {
+    for (int sm : {80, 90}) {
+        for (Layout layout : {Layout::BSHD, Layout::BHSD, Layout::SLICED})
+            for (int64_t hd : {64, 96, 128, 256}) {
+                Fake &f = fresh_fake(sm);
+                fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, layout);
+                Plan plan;
+                fmha_status cst = create(plan, d);
+                INFO("sm " << sm << " " << layout_name(layout) << " hd " << hd << ": "
+                           << fmha_last_error_message());
+                if (cst == FMHA_STATUS_NO_KERNEL_IMAGE) continue;  // build without a fitting image
+                REQUIRE(cst == FMHA_STATUS_SUCCESS);
+                const fmha_plan_info i = info_of(plan.p);
+                INFO("kernel " << i.kernel_name);
+                const fmha_tensors t = fake_tensors();
+                const fake_cuda_stats before = f.stats();
+                auto *stream = reinterpret_cast<fmha_stream>(uintptr_t(0x5000));
+                f.set_in_run(1);
+                fmha_status st = fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, stream);
+                f.set_in_run(0);
+                INFO(fmha_status_string(st) << ": " << fmha_last_error_message());
+                REQUIRE(st == FMHA_STATUS_SUCCESS);
+                const fake_cuda_stats after = f.stats();
+                CHECK(after.launches == before.launches + 1);
+                INFO("first call fmha_run should not make: " << after.last_not_allowed);
+                CHECK(after.calls_in_run_not_allowed == 0);
+                CHECK(after.context_pushes - before.context_pushes ==
+                      after.context_pops - before.context_pops);
+                CHECK(after.tensor_map_errors == 0);
+                fake_cuda_launch l;
+                REQUIRE(f.last_launch(&l) == 1);
+                CHECK(std::string(l.kernel) == i.kernel_name);
+                CHECK(l.stream == static_cast<void *>(stream));
+                CHECK(l.block[0] * l.block[1] * l.block[2] == unsigned(i.threads_per_cta));
+                CHECK(int(l.shared_bytes) == i.shared_memory_bytes);
+                const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
+                const long long ctas = (long long)l.grid[0] * l.grid[1] * l.grid[2];
+                if (i.kernel_family == FMHA_KERNEL_PORTABLE) {
+                    CHECK(ctas == tiles);
+                } else {  // persistent: at most one CTA per SM, all tiles claimed through the workspace
+                    CHECK(ctas == std::min<long long>(tiles, 132));
+                    CHECK(after.memsets == before.memsets + 1);
+                    CHECK(after.tensor_maps == before.tensor_maps + 4);
+                    CHECK(i.workspace_bytes > 0u);
+                }
+            }
+    }
+}
+
+TEST_CASE("fake driver: a current context is used, the primary one is not retained",
+          "[cpu][fake-driver]") {
+    Fake &f = fresh_fake(80);
+    void *ctx = f.context(0, next_context_id());
+    f.push(ctx);
+    const int retained = f.stats().primary_retained;
+    Plan plan;
+    fmha_descriptor d = make_desc();
+    d.device = 5;  // ignored: a context is current
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+    CHECK(f.stats().primary_retained == retained);
+    CHECK(info_of(plan.p).device == 0);
+    const fmha_tensors t = fake_tensors();
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+    fake_cuda_launch l;
+    REQUIRE(f.last_launch(&l) == 1);
+    CHECK(l.context == ctx);
+    f.pop();
+    // From a thread with no current context the plan's context is pushed
+    // for the launch and popped afterwards.
+    fmha_status st = FMHA_STATUS_INTERNAL_ERROR;
+    std::thread th([&] { st = fmha_run(plan.p, &t, nullptr, 0, nullptr); });
+    th.join();
+    CHECK(st == FMHA_STATUS_SUCCESS);
+    REQUIRE(f.last_launch(&l) == 1);
+    CHECK(l.context == ctx);
+    fake_cuda_stats s = f.stats();
+    CHECK(s.context_pushes == s.context_pops);
+}
+
+TEST_CASE("fake driver: a stream of another context gives CONTEXT_MISMATCH", "[cpu][fake-driver]") {
+    Fake &f = fresh_fake(80);
+    Plan plan;
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, make_desc()));
+    const fmha_tensors t = fake_tensors();
+    f.fail("cuLaunchKernel", 201 /* CUDA_ERROR_INVALID_CONTEXT */);
+    FMHA_CHECK_STATUS(FMHA_STATUS_CONTEXT_MISMATCH, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+    f.fail("cuLaunchKernel", 701 /* CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES */);
+    FMHA_CHECK_STATUS(FMHA_STATUS_DRIVER_ERROR, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+    f.fail(nullptr, 0);
+    FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+    fake_cuda_stats s = f.stats();
+    CHECK(s.context_pushes == s.context_pops);
+}
+
+TEST_CASE("fake driver: failing driver calls during plan creation", "[cpu][fake-driver]") {
+    const struct {
+        const char *entry;
+        int result;
+        fmha_status expected;
+    } cases[] = {
+        {"cuModuleLoadDataEx", 200 /* INVALID_IMAGE */, FMHA_STATUS_DRIVER_ERROR},
+        {"cuModuleGetFunction", 500 /* NOT_FOUND */, FMHA_STATUS_INTERNAL_ERROR},
+        {"cuDevicePrimaryCtxRetain", 2 /* OUT_OF_MEMORY */, FMHA_STATUS_DRIVER_ERROR},
+        {"cuDeviceGetAttribute", 101 /* INVALID_DEVICE */, FMHA_STATUS_DRIVER_ERROR},
+        {"cuCtxGetCurrent", 201 /* INVALID_CONTEXT */, FMHA_STATUS_DRIVER_ERROR},
+    };
+    for (const auto &c : cases) {
+        Fake &f = fresh_fake(80);
+        // A new context, so the module is not already cached for it.
+        void *ctx = f.context(0, next_context_id());
+        const bool needs_context = std::strcmp(c.entry, "cuDevicePrimaryCtxRetain") != 0;
+        if (needs_context) f.push(ctx);
+        const int retained = f.stats().primary_retained;
+        f.fail(c.entry, c.result);
+        Plan plan;
+        fmha_status st = create(plan, make_desc());
+        const std::string msg = fmha_last_error_message();
+        f.fail(nullptr, 0);
+        if (needs_context) f.pop();
+        INFO(c.entry << " -> " << fmha_status_string(st) << ": " << msg);
+        CHECK(st == c.expected);
+        CHECK(plan.p == nullptr);
+        CHECK(!msg.empty());
+        CHECK(f.stats().primary_retained == retained);  // nothing leaked on the way out
+    }
+}
+
+// KNOWN BUG (reported): fmha::fail() formats into the thread-local message
+// buffer while callers pass fmha_last_error_message() -- that same buffer --
+// as a %s argument (context.cpp load_function, fwd_params.cpp launch,
+// tensor_map.cpp), so those messages come out garbled (overlapping
+// vsnprintf, undefined behaviour). Tagged [!shouldfail] until src/ is fixed:
+// when this starts passing, Catch2 reports it as a failure -- remove the tag.
+TEST_CASE("fake driver: driver-error messages name the call and the CUresult",
+          "[cpu][fake-driver][!shouldfail]") {
+    const struct {
+        const char *entry;
+        const char *alias;  // libfmha's own name for the call, also accepted
+        int result;
+        const char *result_name;
+        bool at_run;
+    } cases[] = {
+        {"cuModuleLoadDataEx", "module_load_data_ex", 200, "CUDA_ERROR_INVALID_IMAGE", false},
+        {"cuModuleGetFunction", "module_get_function", 500, "CUDA_ERROR_NOT_FOUND", false},
+        {"cuDevicePrimaryCtxRetain", "primary_ctx_retain", 2, "CUDA_ERROR_OUT_OF_MEMORY", false},
+        {"cuDeviceGetAttribute", "device_get_attribute", 101, "CUDA_ERROR_INVALID_DEVICE", false},
+        {"cuCtxGetCurrent", "ctx_get_current", 201, "CUDA_ERROR_INVALID_CONTEXT", false},
+        {"cuLaunchKernel", "launch_kernel", 701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", true},
+    };
+    for (const auto &c : cases) {
+        Fake &f = fresh_fake(80);
+        void *ctx = f.context(0, next_context_id());
+        const bool needs_context = std::strcmp(c.entry, "cuDevicePrimaryCtxRetain") != 0;
+        if (needs_context) f.push(ctx);
+        Plan plan;
+        if (c.at_run) REQUIRE(create(plan, make_desc()) == FMHA_STATUS_SUCCESS);
+        f.fail(c.entry, c.result);
+        if (c.at_run) {
+            const fmha_tensors t = fake_tensors();
+            fmha_run(plan.p, &t, nullptr, 0, nullptr);
+        } else {
+            create(plan, make_desc());
+        }
+        const std::string msg = fmha_last_error_message();
+        f.fail(nullptr, 0);
+        if (needs_context) f.pop();
+        INFO(c.entry << ": \"" << msg << "\"");
+        CHECK((msg.find(c.entry) != std::string::npos || msg.find(c.alias) != std::string::npos));
+        CHECK(msg.find(c.result_name) != std::string::npos);
+    }
+}
+
+TEST_CASE("fake driver: one module load per context and image", "[cpu][fake-driver]") {
+    Fake &f = fresh_fake(80);
+    for (int round = 0; round < 2; ++round) {
+        void *ctx = f.context(0, next_context_id());
+        f.push(ctx);
+        const int loads = f.stats().module_loads;
+        for (int i = 0; i < 5; ++i) {
+            Plan plan;
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                                create(plan, make_desc(i % 2 ? FMHA_DTYPE_FP16 : FMHA_DTYPE_BF16,
+                                                       i % 2 ? 64 : 128)));
+        }
+        CHECK(f.stats().module_loads == loads + 1);
+        f.pop();
+    }
+}
+
+TEST_CASE("fake driver: run-time argument checks need a plan, not a GPU", "[cpu][fake-driver][run]") {
+    for (int sm : {80, 90}) {
+        Fake &f = fresh_fake(sm);
+        Plan plan;
+        fmha_status cst = create(plan, make_desc());
+        if (cst == FMHA_STATUS_NO_KERNEL_IMAGE) continue;
+        REQUIRE(cst == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm " << sm << ", kernel " << i.kernel_name);
+        const int launches = f.stats().launches;
+        const fmha_tensors good = fake_tensors();
+        fmha_tensors t = good;
+        t.q = g_fake_memory + 2;
+        FMHA_CHECK_STATUS(FMHA_STATUS_MISALIGNED,
+                          fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+        CHECK(std::string(fmha_last_error_message()).find("tensors.q") != std::string::npos);
+        t = good;
+        t.lse = nullptr;
+        FMHA_CHECK_STATUS(FMHA_STATUS_INVALID_ARGUMENT,
+                          fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+        if (i.workspace_bytes > 0) {
+            FMHA_CHECK_STATUS(FMHA_STATUS_WORKSPACE_TOO_SMALL,
+                              fmha_run(plan.p, &good, fake_workspace(), i.workspace_bytes - 1,
+                                       nullptr));
+            FMHA_CHECK_STATUS(FMHA_STATUS_INVALID_ARGUMENT,
+                              fmha_run(plan.p, &good, nullptr, i.workspace_bytes, nullptr));
+            FMHA_CHECK_STATUS(FMHA_STATUS_MISALIGNED,
+                              fmha_run(plan.p, &good, g_fake_memory + 2050, i.workspace_bytes,
+                                       nullptr));
+        } else {
+            FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.p, &good, nullptr, 0, nullptr));
+        }
+        CHECK(f.stats().launches == launches + (i.workspace_bytes > 0 ? 0 : 1));
+    }
+}
+
+TEST_CASE("fake driver: broadcast inputs fall back from the Hopper kernel", "[cpu][fake-driver]") {
+    fresh_fake(90);
+    fmha_descriptor d = make_desc();
+    d.k_strides.batch = 0;
+    d.v_strides.batch = 0;
+    Plan plan;
+    fmha_status st = create(plan, d);
+    if (st == FMHA_STATUS_NO_KERNEL_IMAGE) FMHA_SKIP("this build has no image for sm_90");
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, st);
+    CHECK(info_of(plan.p).kernel_family == FMHA_KERNEL_PORTABLE);
+    d.kernel = FMHA_KERNEL_HOPPER;
+    Plan hopper;
+    st = create(hopper, d);
+    INFO(fmha_last_error_message());
+    if (embeds(90)) CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
+    else CHECK(st == FMHA_STATUS_NO_KERNEL_IMAGE);
+}
+
+TEST_CASE("fake driver: plans created and run from many threads", "[cpu][fake-driver][threads]") {
+    Fake &f = fresh_fake(80);
+    const int retained = f.stats().primary_retained;
+    const int launches = f.stats().launches;
+    constexpr int kThreads = 8, kIters = 40;
+    std::vector<std::string> errors(kThreads);
+    Plan shared;
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(shared, make_desc()));
+    std::vector<std::thread> pool;
+    for (int n = 0; n < kThreads; ++n)
+        pool.emplace_back([&, n] {
+            const fmha_tensors t = fake_tensors();
+            for (int it = 0; it < kIters && errors[size_t(n)].empty(); ++it) {
+                fmha_plan *p = nullptr;
+                fmha_descriptor d = make_desc(n % 2 ? FMHA_DTYPE_FP16 : FMHA_DTYPE_BF16,
+                                              (n % 4 + 1) * 64 == 192 ? 96 : (n % 4 + 1) * 64);
+                fmha_status st = fmha_create_plan(&p, &d);
+                if (st == FMHA_STATUS_SUCCESS) st = fmha_run(p, &t, nullptr, 0, nullptr);
+                if (st == FMHA_STATUS_SUCCESS) st = fmha_run(shared.p, &t, nullptr, 0, nullptr);
+                if (st != FMHA_STATUS_SUCCESS)
+                    errors[size_t(n)] = std::string(fmha_status_string(st)) + ": " +
+                                        fmha_last_error_message();
+                fmha_destroy_plan(p);
+            }
+        });
+    for (auto &th : pool) th.join();
+    for (int n = 0; n < kThreads; ++n) {
+        INFO("thread " << n);
+        CHECK(errors[size_t(n)] == "");
+    }
+    CHECK(f.stats().launches == launches + 2 * kThreads * kIters);
+    CHECK(f.stats().primary_retained == retained + 1);  // only `shared` still holds one
+}

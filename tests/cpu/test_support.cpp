@@ -364,6 +364,29 @@ TEST_CASE("comparison: a correct output passes, each kind of defect is caught",
     }
 }
 
+TEST_CASE("broadcast K/V: one batch read with stride 0", "[cpu][support][reference]") {
+    Case c;
+    c.batch = 3;
+    c.num_q_heads = 4;
+    c.num_kv_heads = 1;
+    c.seqlen_q = 5;
+    c.seqlen_k = 7;
+    c.head_dim = 64;
+    c.broadcast_kv = true;
+    c.seed = 9;
+    HostCase hc(c);
+    CHECK(hc.k_layout.strides.batch == 0);
+    CHECK(hc.v_layout.strides.batch == 0);
+    CHECK(hc.k_layout.alloc_elems == size_t(7 * 64));
+    fmha_descriptor d = hc.descriptor();
+    INFO(fmha_last_error_message());
+    CHECK(fmha_check_support(&d, FMHA_SM_ANY) == FMHA_STATUS_SUCCESS);
+    // Every batch reads the same K/V; a correct output passes the comparison.
+    Comparison cmp = hc.compare(hc.expected_outputs());
+    INFO(cmp.detail);
+    CHECK(cmp.o_ok);
+}
+
 TEST_CASE("seeds: fixed default, well mixed per case", "[cpu][support]") {
     const uint64_t base = base_seed();
     CHECK(case_seed(base, 0) != case_seed(base, 1));

@@ -28,12 +28,13 @@ const char *mask_name(fmha_mask mask) {
 std::string Case::name() const {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s kernel=%s "
+                  "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s%s kernel=%s "
                   "seed=0x%016llx",
                   dtype_name(dtype), (long long)head_dim, (long long)batch,
                   (long long)num_q_heads, (long long)num_kv_heads, (long long)seqlen_q,
                   (long long)seqlen_k, mask_name(mask), layout_name(layout),
                   write_lse ? " lse" : "", softmax_scale != 0 ? " scale" : "",
+                  broadcast_kv ? " kv-batch-stride-0" : "",
                   kernel == FMHA_KERNEL_AUTO       ? "auto"
                   : kernel == FMHA_KERNEL_PORTABLE ? "portable"
                                                    : "hopper",
@@ -56,13 +57,15 @@ HostCase::HostCase(const Case &c) : case_(c) {
     if (c.num_kv_heads < 1 || c.num_q_heads % c.num_kv_heads != 0)
         throw std::invalid_argument("Case: num_q_heads must be a multiple of num_kv_heads");
     q_layout = make_layout(c.layout, c.batch, c.seqlen_q, c.num_q_heads, c.head_dim);
-    k_layout = make_layout(c.layout, c.batch, c.seqlen_k, c.num_kv_heads, c.head_dim);
+    const int64_t kv_batch = c.broadcast_kv ? 1 : c.batch;
+    k_layout = make_layout(c.layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim);
+    if (c.broadcast_kv) k_layout.strides.batch = 0;
     v_layout = k_layout;
     o_layout = q_layout;
     std::mt19937_64 rng(c.seed);
     hq_ = random_tensor(q_layout, c.batch, c.seqlen_q, c.num_q_heads, c.head_dim, c.dtype, rng);
-    hk_ = random_tensor(k_layout, c.batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
-    hv_ = random_tensor(v_layout, c.batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
+    hk_ = random_tensor(k_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
+    hv_ = random_tensor(v_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
 }
 
 size_t HostCase::lse_elems() const {

@@ -24,6 +24,7 @@ struct Case {
     float softmax_scale = 0;  // 0: the library's default 1/sqrt(head_dim)
     bool write_lse = true;
     fmha_kernel_family kernel = FMHA_KERNEL_AUTO;
+    bool broadcast_kv = false;  // K and V hold one batch, read with batch stride 0
     uint64_t seed = 1;
 
     // e.g. "bf16 hd128 b2 Hq8/Hkv2 sq17 sk1000 mask=bottom-right BSHD lse seed=0x..."

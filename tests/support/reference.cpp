@@ -145,18 +145,18 @@ RefResult reference_lowp(const RefProblem &p, const uint16_t *q, const uint16_t 
                 s[size_t(j)] = dot(qi, &K[size_t(j * D)], D) * scale;
                 m = std::max(m, s[size_t(j)]);
             }
+            // P = exp(s - max) in float, summed unrounded for the denominator,
+            // rounded to the dtype for P.V (as a kernel feeding tensor cores does).
             float l = 0;
-            for (int64_t j = 0; j <= last; ++j) {
-                s[size_t(j)] = std::exp(s[size_t(j)] - m);
-                l += s[size_t(j)];
-            }
             std::fill(acc.begin(), acc.end(), 0.0f);
             for (int64_t j = 0; j <= last; ++j) {
-                const float pj = round_to_lowp(s[size_t(j)] / l, p.dtype);
+                const float pj = std::exp(s[size_t(j)] - m);
+                l += pj;
+                const float pr = round_to_lowp(pj, p.dtype);
                 const float *vj = &V[size_t(j * D)];
-                for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += pj * vj[d];
+                for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += pr * vj[d];
             }
-            for (int64_t d = 0; d < D; ++d) o[d] = round_to_lowp(acc[size_t(d)], p.dtype);
+            for (int64_t d = 0; d < D; ++d) o[d] = round_to_lowp(acc[size_t(d)] / l, p.dtype);
             lse = double(m + std::log(l));
         }
     });

@@ -36,8 +36,9 @@ struct RefResult {
 RefResult reference_fp64(const RefProblem &p, const uint16_t *q, const uint16_t *k,
                          const uint16_t *v, int threads = 0);
 
-// The same math in float32, with P = softmax rounded to the dtype before P.V
-// and O rounded to the dtype, the way a low-precision kernel computes it.
+// The same math in float32, with P = exp(S - rowmax) rounded to the dtype
+// before P.V (the row sum taken from the unrounded P) and O rounded to the
+// dtype, the way a low-precision kernel computes it.
 RefResult reference_lowp(const RefProblem &p, const uint16_t *q, const uint16_t *k,
                          const uint16_t *v, int threads = 0);
 

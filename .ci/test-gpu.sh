@@ -23,6 +23,9 @@ steps=${FMHA_CI_STEPS:-ctest portable hopper memcheck racecheck demo}
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
+# The programs find libfmha.so through their RUNPATH; this also covers a build
+# directory that was copied to another path.
+export LD_LIBRARY_PATH="$(cd "$build" 2>/dev/null && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 if [ ! -x "$gpu_bin" ]; then
     echo "test-gpu.sh: $gpu_bin not found: build first (cmake --build $build)" >&2

@@ -4,6 +4,7 @@
 #include "fmha/fmha.h"
 #include "fmha/fmha.h"  // include guard
 
+#include <cstddef>
 #include <type_traits>
 
 static_assert(std::is_standard_layout<fmha_descriptor>::value, "C layout");
@@ -14,6 +15,34 @@ static_assert(sizeof(fmha_strides) == 32, "four int64 strides");
 static_assert(FMHA_VERSION_NUMBER == FMHA_VERSION_MAJOR * 10000 + FMHA_VERSION_MINOR * 100 +
                                          FMHA_VERSION_PATCH,
               "version number");
+
+// The ABI on LP64 (x86_64, aarch64): field offsets and sizes the Rust, Go
+// and Python bindings mirror. Fields may only be appended; a change here is
+// an ABI break and must come with a new struct version.
+#if defined(__LP64__)
+static_assert(offsetof(fmha_descriptor, version) == 0, "ABI");
+static_assert(offsetof(fmha_descriptor, dtype) == 4, "ABI");
+static_assert(offsetof(fmha_descriptor, batch) == 8, "ABI");
+static_assert(offsetof(fmha_descriptor, head_dim_v) == 56, "ABI");
+static_assert(offsetof(fmha_descriptor, q_strides) == 64, "ABI");
+static_assert(offsetof(fmha_descriptor, o_strides) == 160, "ABI");
+static_assert(offsetof(fmha_descriptor, softmax_scale) == 192, "ABI");
+static_assert(offsetof(fmha_descriptor, mask) == 196, "ABI");
+static_assert(offsetof(fmha_descriptor, flags) == 200, "ABI");
+static_assert(offsetof(fmha_descriptor, kernel) == 204, "ABI");
+static_assert(offsetof(fmha_descriptor, device) == 208, "ABI");
+static_assert(offsetof(fmha_descriptor, reserved0) == 212, "ABI");
+static_assert(sizeof(fmha_descriptor) == 216, "ABI");
+static_assert(offsetof(fmha_tensors, q) == 8, "ABI");
+static_assert(offsetof(fmha_tensors, lse) == 40, "ABI");
+static_assert(sizeof(fmha_tensors) == 48, "ABI");
+static_assert(offsetof(fmha_plan_info, kernel_name) == 8, "ABI");
+static_assert(offsetof(fmha_plan_info, device) == 16, "ABI");
+static_assert(offsetof(fmha_plan_info, shared_memory_bytes) == 44, "ABI");
+static_assert(offsetof(fmha_plan_info, workspace_bytes) == 48, "ABI");
+static_assert(sizeof(fmha_plan_info) == 56, "ABI");
+static_assert(sizeof(fmha_status) == 4, "ABI: enums are int-sized");
+#endif
 
 int header_cxx_check();
 int header_cxx_check() {

@@ -192,12 +192,12 @@ TEST_CASE("stride helpers", "[cpu][api]") {
 
 namespace {
 
-// FMHA_TEST_BUILD_ARCHS is FMHA_CUDA_ARCHS of the build ("80;90a;...").
+// FMHA_TEST_BUILD_ARCHS is FMHA_CUDA_ARCHS of the build, comma-separated ("80,90a,...").
 std::set<int32_t> build_archs() {
     std::set<int32_t> out;
     std::stringstream ss(FMHA_TEST_BUILD_ARCHS);
     std::string item;
-    while (std::getline(ss, item, ';')) {
+    while (std::getline(ss, item, ',')) {
         if (item.empty()) continue;
         out.insert(std::stoi(item));  // "90a" -> 90
     }

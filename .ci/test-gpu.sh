@@ -155,7 +155,7 @@ for step in $steps; do
             if [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then record demo SKIP "no GPU"
             else record demo FAIL "no GPU found by the demo"; fi
         else
-            record demo PASS "$(grep -E 'TFLOP/s' "$log" | sed -E 's/.*(non-causal|causal) +kernel ([^ ]+) .*max err ([^ ]+) .*\| ([0-9.]+ TFLOP\/s).*/\1 \2 err \3 \4/' | tr '\n' ';')"
+            record demo PASS "$(grep -E 'TFLOP/s' "$log" | sed -E 's/.* (non-causal|causal) +kernel ([^ ]+) .*max err ([^ ]+) .*\| ([0-9.]+ TFLOP\/s).*/\1 \2 err \3 \4/' | tr '\n' ';')"
         fi
         ;;
     *)

@@ -387,6 +387,26 @@ TEST_CASE("broadcast K/V: one batch read with stride 0", "[cpu][support][referen
     CHECK(cmp.o_ok);
 }
 
+TEST_CASE("case names carry every parameter and no parentheses", "[cpu][support]") {
+    Case c;
+    c.dtype = FMHA_DTYPE_FP16;
+    c.head_dim = 96;
+    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    c.layout = Layout::SLICED;
+    c.softmax_scale = 0.3f;
+    c.broadcast_kv = true;
+    c.kernel = FMHA_KERNEL_HOPPER;
+    c.seed = 0xABCDEFull;
+    const std::string n = c.name();
+    INFO(n);
+    for (const char *part : {"fp16", "hd96", "mask=bottom-right", "SLICED", "lse", "scale=0.3",
+                             "kv-batch-stride-0", "kernel=hopper", "seed=0x0000000000abcdef"})
+        CHECK(n.find(part) != std::string::npos);
+    // .ci/test-gpu.sh cuts the worst case's name out of "(case NAME)".
+    CHECK(n.find('(') == std::string::npos);
+    CHECK(n.find(')') == std::string::npos);
+}
+
 TEST_CASE("seeds: fixed default, well mixed per case", "[cpu][support]") {
     const uint64_t base = base_seed();
     CHECK(case_seed(base, 0) != case_seed(base, 1));

@@ -26,25 +26,21 @@ const char *mask_name(fmha_mask mask) {
 }
 
 std::string Case::name() const {
-    char buf[256];
+    char scale[32] = "";
+    if (softmax_scale != 0) std::snprintf(scale, sizeof scale, " scale=%g", (double)softmax_scale);
+    char buf[320];
     std::snprintf(buf, sizeof buf,
                   "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s%s kernel=%s "
                   "seed=0x%016llx",
                   dtype_name(dtype), (long long)head_dim, (long long)batch,
                   (long long)num_q_heads, (long long)num_kv_heads, (long long)seqlen_q,
                   (long long)seqlen_k, mask_name(mask), layout_name(layout),
-                  write_lse ? " lse" : "", softmax_scale != 0 ? " scale" : "",
-                  broadcast_kv ? " kv-batch-stride-0" : "",
+                  write_lse ? " lse" : "", scale, broadcast_kv ? " kv-batch-stride-0" : "",
                   kernel == FMHA_KERNEL_AUTO       ? "auto"
                   : kernel == FMHA_KERNEL_PORTABLE ? "portable"
                                                    : "hopper",
                   (unsigned long long)seed);
-    std::string s = buf;
-    if (softmax_scale != 0) {
-        std::snprintf(buf, sizeof buf, " (scale=%g)", (double)softmax_scale);
-        s += buf;
-    }
-    return s;
+    return buf;
 }
 
 bool Outputs::operator==(const Outputs &other) const {

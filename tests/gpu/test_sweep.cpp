@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "gpu_common.h"
+#include <cuda_runtime_api.h>
+
 #include "fmha_test/random.h"
+#include "gpu_common.h"
 
 using namespace fmha_test;
 
@@ -98,6 +100,7 @@ std::vector<Case> sweep_cases(fmha_kernel_family kernel) {
 
 struct SweepStats {
     int run = 0, failed = 0, unsupported = 0;
+    bool aborted = false;
     double worst_ratio = -1, worst_lse = 0;
     std::string worst_case, worst_lse_case;
     std::map<std::string, int> kernels;
@@ -127,6 +130,16 @@ SweepStats run_cases(const char *label, const std::vector<Case> &cases) {
             ++st.failed;
             std::printf("%s: %s\n", label, r.summary(c).c_str());
             std::fflush(stdout);
+            // A sticky error (illegal address, launch failure) leaves the
+            // context unusable: every later case would fail the same way.
+            cudaError_t sticky = cudaDeviceSynchronize();
+            if (sticky != cudaSuccess) {
+                std::printf("%s: the CUDA context is broken after this case (%s: %s); "
+                            "the remaining cases were not run\n",
+                            label, cudaGetErrorName(sticky), cudaGetErrorString(sticky));
+                st.aborted = true;
+                break;
+            }
         } else if (verbose) {
             std::printf("%s: %s\n", label, r.summary(c).c_str());
         }
@@ -144,9 +157,9 @@ SweepStats run_cases(const char *label, const std::vector<Case> &cases) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%s: %d cases, worst error ratio %.3f (case %s); %d failed; worst LSE error "
-                "%.3g; %d unsupported by the requested kernel; %.1f s\n",
+                "%.3g; %d unsupported by the requested kernel; %.1f s%s\n",
                 label, st.run, st.worst_ratio, st.worst_case.c_str(), st.failed, st.worst_lse,
-                st.unsupported, secs);
+                st.unsupported, secs, st.aborted ? "; ABORTED: CUDA context lost" : "");
     for (const auto &k : st.kernels)
         std::printf("%s:   kernel %s: %d cases\n", label, k.first.c_str(), k.second);
     std::fflush(stdout);
@@ -162,6 +175,7 @@ TEST_CASE("gpu sweep against the float64 reference", "[gpu][sweep]") {
                 kernel_family_name(kernel), (unsigned long long)base_seed(),
                 current_device_sm());
     SweepStats st = run_cases("gpu sweep", sweep_cases(kernel));
+    CHECK_FALSE(st.aborted);
     CHECK(st.failed == 0);
     CHECK(st.run > 0);
 }
@@ -251,5 +265,6 @@ TEST_CASE("sanitizer subset", "[gpu][sanitize]") {
                 cases.push_back(c);
             }
     SweepStats st = run_cases("sanitize subset", cases);
+    CHECK_FALSE(st.aborted);
     CHECK(st.failed == 0);
 }

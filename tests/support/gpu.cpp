@@ -1,6 +1,7 @@
 #include "fmha_test/gpu.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -20,7 +21,10 @@ bool gpu_available(std::string *why) {
         cudaError_t err = cudaGetDeviceCount(&count);
         if (err != cudaSuccess) {
             reason = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
-            cudaGetLastError();  // clear the sticky-free error state
+            // Without any driver the runtime says "insufficient driver"; say why.
+            if (void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) dlclose(lib);
+            else reason = "libcuda.so.1 cannot be loaded (no NVIDIA driver); " + reason;
+            cudaGetLastError();  // clear the (non-sticky) error
             return;
         }
         if (count == 0) {

@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 namespace {
 thread_local char t_message[1024] = "";
@@ -11,10 +12,13 @@ thread_local fmha_status t_status = FMHA_STATUS_SUCCESS;
 namespace fmha {
 
 fmha_status fail(fmha_status status, const char *fmt, ...) {
+    // Format aside first: callers may pass the current message as an argument.
+    char message[sizeof t_message];
     va_list args;
     va_start(args, fmt);
-    std::vsnprintf(t_message, sizeof t_message, fmt, args);
+    std::vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
+    std::memcpy(t_message, message, sizeof message);
     t_status = status;
     return status;
 }

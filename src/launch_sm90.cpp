@@ -31,6 +31,13 @@ bool broadcasts(const fmha_strides &s, int64_t seqlen, int64_t heads, int64_t ba
     return (s.seq == 0 && seqlen > 1) || (s.head == 0 && heads > 1) || (s.batch == 0 && batch > 1);
 }
 
+// Measured on the H200 (docs/kernel-notes.md): a persistent grid pays off
+// where the key loop is short and per-tile setup weighs most; on long
+// non-causal rows and on causal ones one tile per CTA was faster.
+bool use_persistent_grid(const Problem &p) {
+    return p.mask == FMHA_MASK_NONE && p.seqlen_k <= 2048;
+}
+
 fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CUstream stream) {
     const Problem &p = plan.problem;
     const KernelChoice &c = plan.choice;
@@ -48,9 +55,13 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
     FMHA_TRY(encode_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, p.seqlen_q,
                                p.num_q_heads, p.batch, p.o, 64, "o"));
     params.fwd = make_fwd_params(p, t, c.tile_m);
-    const int64_t ctas = int64_t(params.fwd.num_m_blocks) * params.fwd.num_q_heads * params.fwd.batch;
-    return launch(drv, plan.function, static_cast<unsigned>(ctas), 1, 1, c.threads, c.smem_bytes,
-                  stream, &params, c.kernel_name);
+    const int64_t tiles = int64_t(params.fwd.num_m_blocks) * params.fwd.num_q_heads * params.fwd.batch;
+    params.total_tiles = static_cast<int32_t>(tiles);
+    params.persistent = use_persistent_grid(p);
+    const unsigned ctas = static_cast<unsigned>(
+        params.persistent && tiles > plan.num_sms ? plan.num_sms : tiles);
+    return launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
+                  c.kernel_name);
 }
 
 }  // namespace

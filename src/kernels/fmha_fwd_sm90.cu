@@ -37,9 +37,20 @@ struct Config {
     static constexpr int kOChunkN = Dp >= 128 ? 128 : 64;
     static constexpr int kOChunks = Dp / kOChunkN;   // wgmma issues per k-step of P·V
     static constexpr int kORegs = kOChunkN / 2;
-    static constexpr int kProducerRegs = 24;
-    static constexpr int kConsumerRegs = 240;
+    // Register split after setmaxnreg (64K registers, 128 producer threads).
+    static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 24;
+    static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+    // setmaxnreg.inc waits forever if the CTA's registers can't cover the
+    // split: they are what the launch granted (per-thread cap, 8-aligned).
+    static constexpr int kThreads = 128 * (1 + kConsumers);
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <=
+                      (65536 / kThreads / 8 * 8) * kThreads,
+                  "register split exceeds the CTA's allocation");
+    // O gets its own buffer where shared memory allows, so the next tile's Q
+    // can load while this tile's O is stored.
+    static constexpr bool kSeparateO = kTile.separate_o;
     static_assert(BM == 64 * kConsumers, "one consumer warpgroup per 64 rows");
+    static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
     static_assert(BN == 64 || BN == 128, "wgmma wrappers exist for N = 64 and 128");
 };
 
@@ -184,209 +195,292 @@ struct Softmax {
     }
 };
 
-template <bool kBf16, int D>
-__device__ __forceinline__ void forward(const Sm90Params &params) {
-    using Cfg = Config<D>;
-    constexpr int BM = Cfg::BM, BN = Cfg::BN, kStages = Cfg::kStages;
+// Schedule: tiles run query blocks fastest, last block first, so the CTAs
+// working at one time share one head's K and V in L2, and under a causal mask
+// the longest blocks start first. A CTA takes tiles blockIdx.x, + stride, ...:
+// stride = gridDim.x in persistent mode (one CTA per SM; the next tile's
+// loads overlap this tile's epilogue), else the grid covers every tile once.
+struct Tile {
+    int m_block, head, batch;
+};
+
+__device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
     const FwdParams &p = params.fwd;
+    const int m_rank = idx % p.num_m_blocks;
+    const int bh = idx / p.num_m_blocks;
+    return Tile{p.num_m_blocks - 1 - m_rank, bh % p.num_q_heads, bh / p.num_q_heads};
+}
 
-    extern __shared__ uint8_t smem_raw[];
-    // The 128-byte swizzle repeats every 1024 bytes: align every tile to it.
-    uint8_t *smem = reinterpret_cast<uint8_t *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-    uint8_t *sQ = smem;
-    uint8_t *sK = sQ + Cfg::kQBytes;
-    uint8_t *sV = sK + kStages * Cfg::kKVBytes;
-    uint64_t *bars = reinterpret_cast<uint64_t *>(sV + kStages * Cfg::kKVBytes);
-    uint64_t *full_q = bars;
-    uint64_t *full_k = bars + 1;
-    uint64_t *full_v = full_k + kStages;
-    uint64_t *empty_k = full_v + kStages;
-    uint64_t *empty_v = empty_k + kStages;
-
-    const int warpgroup = threadIdx.x / 128;
-    const int tid = threadIdx.x % 128;
-
-    int bid = blockIdx.x;
-    const int m_block = p.num_m_blocks - 1 - bid % p.num_m_blocks;
-    bid /= p.num_m_blocks;
-    const int head = bid % p.num_q_heads;
-    const int batch = bid / p.num_q_heads;
-    const int kv_head = head / p.q_heads_per_kv;
-    const int m0 = m_block * BM;
-
+// Number of key tiles a query block must visit (0 when it sees no key).
+template <typename Cfg>
+__device__ __forceinline__ int key_tiles(const FwdParams &p, int m0) {
     int n_end = p.seqlen_k;
     if (p.causal) {
-        const int64_t last_row = min(m0 + BM, p.seqlen_q) - 1;
+        const int64_t last_row = min(m0 + Cfg::BM, p.seqlen_q) - 1;
         const int64_t visible = last_row + p.causal_offset + 1;
         n_end = visible <= 0 ? 0 : visible < p.seqlen_k ? static_cast<int>(visible) : p.seqlen_k;
     }
-    const int n_tiles = (n_end + BN - 1) / BN;
+    return (n_end + Cfg::BN - 1) / Cfg::BN;
+}
 
+template <typename Cfg>
+struct Smem {
+    uint8_t *q, *k, *v, *o;  // o aliases q when there is no room for both
+    uint64_t *full_q, *empty_q, *full_k, *full_v, *empty_k, *empty_v;
+
+    __device__ __forceinline__ explicit Smem(uint8_t *raw) {
+        // The 128-byte swizzle repeats every 1024 bytes: align every tile to it.
+        uint8_t *base = reinterpret_cast<uint8_t *>(
+            (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+        q = base;
+        k = q + Cfg::kQBytes;
+        v = k + Cfg::kStages * Cfg::kKVBytes;
+        uint8_t *end = v + Cfg::kStages * Cfg::kKVBytes;
+        o = Cfg::kSeparateO ? end : q;
+        auto *bars = reinterpret_cast<uint64_t *>(end + (Cfg::kSeparateO ? Cfg::kQBytes : 0));
+        full_q = bars;
+        empty_q = bars + 1;
+        full_k = bars + 2;
+        full_v = full_k + Cfg::kStages;
+        empty_k = full_v + Cfg::kStages;
+        empty_v = empty_k + Cfg::kStages;
+    }
+};
+
+// One thread issues every TMA load of the CTA's tiles.
+template <typename Cfg>
+__device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg> &sm) {
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, kStages = Cfg::kStages;
+    ptx::prefetch_tensor_map(&params.q);
+    ptx::prefetch_tensor_map(&params.k);
+    ptx::prefetch_tensor_map(&params.v);
+    int q_iter = 0, kv_iter = 0;
+    const int stride = params.persistent ? gridDim.x : params.total_tiles;
+    for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride, ++q_iter) {
+        const Tile tile = decode_tile(params, idx);
+        const int kv_head = tile.head / params.fwd.q_heads_per_kv;
+        const int m0 = tile.m_block * BM;
+        const int n_tiles = key_tiles<Cfg>(params.fwd, m0);
+        if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
+        ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
+        for (int b = 0; b < Cfg::kBoxes; ++b)
+            ptx::tma_load_4d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, m0, tile.head,
+                             tile.batch);
+        for (int j = 0; j < n_tiles; ++j, ++kv_iter) {
+            const int s = kv_iter % kStages;
+            const int use = kv_iter / kStages;
+            if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
+            ptx::mbarrier_arrive_expect_tx(&sm.full_k[s], Cfg::kKVBytes);
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_4d(sm.k + s * Cfg::kKVBytes + b * BN * 128, &params.k, &sm.full_k[s],
+                                 b * 64, j * BN, kv_head, tile.batch);
+            if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
+            ptx::mbarrier_arrive_expect_tx(&sm.full_v[s], Cfg::kKVBytes);
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_4d(sm.v + s * Cfg::kKVBytes + b * BN * 128, &params.v, &sm.full_v[s],
+                                 b * 64, j * BN, kv_head, tile.batch);
+        }
+    }
+}
+
+// Ping-pong: the consumer warpgroups take turns issuing their GEMMs (named
+// barriers 8.., one per warpgroup), so one's softmax runs under another's
+// GEMMs. The last warpgroup opens the ring once; warpgroup 0 closes it.
+template <typename Cfg>
+struct Turns {
+    int consumer;
+    bool started = false;
+
+    __device__ __forceinline__ void mine() {
+        if constexpr (!kPingPong || Cfg::kConsumers < 2) return;
+        if (!started) {
+            started = true;
+            if (consumer == Cfg::kConsumers - 1) ptx::named_barrier_arrive(8, 256);
+        }
+        ptx::named_barrier_sync(8 + consumer, 256);
+    }
+    __device__ __forceinline__ void yours() {
+        if constexpr (!kPingPong || Cfg::kConsumers < 2) return;
+        ptx::named_barrier_arrive(8 + (consumer + 1) % Cfg::kConsumers, 256);
+    }
+    __device__ __forceinline__ void finish() {
+        if constexpr (!kPingPong || Cfg::kConsumers < 2) return;
+        if (started && consumer == 0) ptx::named_barrier_sync(8, 256);
+    }
+};
+
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg> &sm,
+                                        int consumer, int tid) {
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, kStages = Cfg::kStages;
+    const FwdParams &p = params.fwd;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const uint8_t *q_mine = sm.q + consumer * 64 * 128;  // this warpgroup's rows in each Q box
+    uint8_t *o_mine = sm.o + consumer * 64 * 128;
+    Turns<Cfg> turns{consumer};
+
+    float o[Cfg::kOChunks][Cfg::kORegs];
+    float sacc[Cfg::kSRegs];
+    uint32_t pa[BN / 16][4];
+    int q_iter = 0, kv_iter = 0;
+    const int stride = params.persistent ? gridDim.x : params.total_tiles;
+    for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride, ++q_iter) {
+        const Tile tile = decode_tile(params, idx);
+        const int m0 = tile.m_block * BM;
+        const int first_row = m0 + consumer * 64;
+        const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
+        const int n_tiles = key_tiles<Cfg>(p, m0);
+        Softmax<Cfg> softmax;
+#pragma unroll
+        for (int c = 0; c < Cfg::kOChunks; ++c)
+#pragma unroll
+            for (int i = 0; i < Cfg::kORegs; ++i) o[c][i] = 0.f;
+
+        // With a separate O buffer, Q is free once the last S GEMM is done.
+        auto release_q_early = [&](bool last_s_gemm) {
+            if (Cfg::kSeparateO && last_s_gemm) ptx::mbarrier_arrive(sm.empty_q);
+        };
+        ptx::mbarrier_wait(sm.full_q, q_iter & 1);
+        if (n_tiles > 0) {
+            const int s0 = kv_iter % kStages;
+            ptx::mbarrier_wait(&sm.full_k[s0], (kv_iter / kStages) & 1);
+            turns.mine();
+            issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s0 * Cfg::kKVBytes);
+            turns.yours();
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(sacc);
+            ptx::mbarrier_arrive(&sm.empty_k[s0]);
+            release_q_early(n_tiles == 1);
+            softmax.template update<true>(sacc, p, 0, row_base, t, first_row);
+            pack_p<kBf16, Cfg>(pa, sacc);
+
+            for (int j = 1; j < n_tiles; ++j) {
+                const int it = kv_iter + j;
+                const int s = it % kStages, s_prev = (it - 1) % kStages;
+                // Issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} back to back; the
+                // softmax of S_j then runs while P·V is still on the tensor cores.
+                ptx::mbarrier_wait(&sm.full_k[s], (it / kStages) & 1);
+                ptx::mbarrier_wait(&sm.full_v[s_prev], ((it - 1) / kStages) & 1);
+                turns.mine();
+                issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s * Cfg::kKVBytes);
+                issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_prev * Cfg::kKVBytes);
+                turns.yours();
+                ptx::wgmma_wait<1>();  // S_j is ready (groups retire in order)
+                ptx::fence_registers(sacc);
+                ptx::mbarrier_arrive(&sm.empty_k[s]);
+                release_q_early(j == n_tiles - 1);
+                softmax.template update<false>(sacc, p, j * BN, row_base, t, first_row);
+                ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
+#pragma unroll
+                for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
+                ptx::mbarrier_arrive(&sm.empty_v[s_prev]);
+                softmax.rescale(o);
+                pack_p<kBf16, Cfg>(pa, sacc);
+            }
+
+            const int it_last = kv_iter + n_tiles - 1;
+            const int s_last = it_last % kStages;
+            ptx::mbarrier_wait(&sm.full_v[s_last], (it_last / kStages) & 1);
+            turns.mine();
+            issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes);
+            turns.yours();
+            ptx::wgmma_wait<0>();
+#pragma unroll
+            for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
+            ptx::mbarrier_arrive(&sm.empty_v[s_last]);
+        } else {
+            release_q_early(true);
+        }
+        kv_iter += n_tiles;
+
+        // Epilogue: normalize, stage O in the TMA 128-byte swizzled layout
+        // (row r's 16-byte chunk c sits at chunk c ^ (r % 8)), store with TMA.
+        float lse[2], inv[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float sum = softmax.row_sum[r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key: O = 0
+            lse[r] = sum > 0.f ? (softmax.row_max[r] * p.scale_log2 + __log2f(sum)) *
+                                     0.6931471805599453f
+                               : -CUDART_INF_F;
+        }
+        if constexpr (Cfg::kSeparateO) {
+            // The previous tile's store must have read the buffer.
+            if (tid == 0) ptx::tma_store_wait_read();
+            ptx::named_barrier_sync(1 + consumer, 128);
+        }
+#pragma unroll
+        for (int c = 0; c < Cfg::kOChunks; ++c) {
+#pragma unroll
+            for (int i = 0; i < Cfg::kORegs; i += 2) {
+                const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
+                const int half = (i % 4) / 2;
+                const int r = warp * 16 + g + 8 * half;
+                uint8_t *dst = o_mine + (col / 64) * BM * 128 + r * 128 +
+                               ((((col % 64) / 8) ^ (r % 8)) << 4) + 4 * t;
+                *reinterpret_cast<uint32_t *>(dst) =
+                    Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
+            }
+        }
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_sync(1 + consumer, 128);
+        if (tid == 0) {
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_store_4d(&params.o, o_mine + b * BM * 128, b * 64, first_row, tile.head,
+                                  tile.batch);
+            ptx::tma_store_commit();
+            if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
+        }
+        if (p.lse != nullptr && t == 0) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int row = row_base + 8 * r;
+                if (row < p.seqlen_q)
+                    p.lse[(int64_t(tile.batch) * p.num_q_heads + tile.head) * p.seqlen_q + row] =
+                        lse[r];
+            }
+        }
+        if constexpr (!Cfg::kSeparateO) {
+            // O was staged in Q's rows: Q is free once the store has read them.
+            ptx::named_barrier_sync(1 + consumer, 128);
+            ptx::mbarrier_arrive(sm.empty_q);
+        }
+    }
+    turns.finish();
+    if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the stores
+}
+
+template <bool kBf16, int D>
+__device__ __forceinline__ void forward(const Sm90Params &params) {
+    using Cfg = Config<D>;
+    extern __shared__ uint8_t smem_raw[];
+    const Smem<Cfg> sm(smem_raw);
     if (threadIdx.x == 0) {
-        ptx::mbarrier_init(full_q, 1);
-        for (int s = 0; s < kStages; ++s) {
-            ptx::mbarrier_init(&full_k[s], 1);
-            ptx::mbarrier_init(&full_v[s], 1);
-            ptx::mbarrier_init(&empty_k[s], Cfg::kConsumers * 128);
-            ptx::mbarrier_init(&empty_v[s], Cfg::kConsumers * 128);
+        ptx::mbarrier_init(sm.full_q, 1);
+        ptx::mbarrier_init(sm.empty_q, Cfg::kConsumers * 128);
+        for (int s = 0; s < Cfg::kStages; ++s) {
+            ptx::mbarrier_init(&sm.full_k[s], 1);
+            ptx::mbarrier_init(&sm.full_v[s], 1);
+            ptx::mbarrier_init(&sm.empty_k[s], Cfg::kConsumers * 128);
+            ptx::mbarrier_init(&sm.empty_v[s], Cfg::kConsumers * 128);
         }
         ptx::fence_mbarrier_init();
     }
     __syncthreads();
 
+    const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
-        // ---------------- producer ----------------
         ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-        if (tid != 0) return;
-        ptx::prefetch_tensor_map(&params.q);
-        ptx::prefetch_tensor_map(&params.k);
-        ptx::prefetch_tensor_map(&params.v);
-        ptx::mbarrier_arrive_expect_tx(full_q, Cfg::kQBytes);
-        for (int b = 0; b < Cfg::kBoxes; ++b)
-            ptx::tma_load_4d(sQ + b * BM * 128, &params.q, full_q, b * 64, m0, head, batch);
-        for (int j = 0; j < n_tiles; ++j) {
-            const int s = j % kStages;
-            const int use = j / kStages;
-            if (use > 0) ptx::mbarrier_wait(&empty_k[s], (use - 1) & 1);
-            ptx::mbarrier_arrive_expect_tx(&full_k[s], Cfg::kKVBytes);
-            for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_load_4d(sK + s * Cfg::kKVBytes + b * BN * 128, &params.k, &full_k[s],
-                                 b * 64, j * BN, kv_head, batch);
-            if (use > 0) ptx::mbarrier_wait(&empty_v[s], (use - 1) & 1);
-            ptx::mbarrier_arrive_expect_tx(&full_v[s], Cfg::kKVBytes);
-            for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_load_4d(sV + s * Cfg::kKVBytes + b * BN * 128, &params.v, &full_v[s],
-                                 b * 64, j * BN, kv_head, batch);
-        }
-        return;
+        if (threadIdx.x == 0) produce<Cfg>(params, sm);
+    } else {
+        ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
+        consume<kBf16, Cfg>(params, sm, warpgroup - 1, threadIdx.x % 128);
     }
-
-    // ---------------- consumers ----------------
-    ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
-    const int consumer = warpgroup - 1;
-    const int warp = tid / 32;
-    const int lane = tid % 32;
-    const int g = lane / 4;
-    const int t = lane % 4;
-    const int row_base = m0 + consumer * 64 + warp * 16 + g;  // this thread's rows: +0, +8
-    uint8_t *sQ_mine = sQ + consumer * 64 * 128;              // offset inside every Q box
-
-    Softmax<Cfg> softmax;
-    float o[Cfg::kOChunks][Cfg::kORegs];
-#pragma unroll
-    for (int c = 0; c < Cfg::kOChunks; ++c)
-#pragma unroll
-        for (int i = 0; i < Cfg::kORegs; ++i) o[c][i] = 0.f;
-    float sacc[Cfg::kSRegs];
-    uint32_t pa[BN / 16][4];
-
-    // Ping-pong: the two consumer warpgroups take turns issuing their GEMMs
-    // (named barriers 3 and 4), so one's softmax runs under the other's GEMMs.
-    const bool ping_pong = kPingPong && Cfg::kConsumers == 2 && n_tiles > 0;
-    auto my_turn = [&] {
-        if (ping_pong) ptx::named_barrier_sync(3 + consumer, 256);
-    };
-    auto your_turn = [&](bool last) {
-        // The second warpgroup's last hand-over would have no taker.
-        if (ping_pong && !(consumer == 1 && last)) ptx::named_barrier_arrive(4 - consumer, 256);
-    };
-    if (ping_pong && consumer == 1) ptx::named_barrier_arrive(3, 256);  // warpgroup 0 goes first
-
-    ptx::mbarrier_wait(full_q, 0);
-    if (n_tiles > 0) {
-        // Prologue: S_0 and its softmax.
-        ptx::mbarrier_wait(&full_k[0], 0);
-        my_turn();
-        issue_s_gemm<kBf16, Cfg>(sacc, sQ_mine, sK);
-        your_turn(false);
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(sacc);
-        ptx::mbarrier_arrive(&empty_k[0]);
-        softmax.template update<true>(sacc, p, 0, row_base, t, m0 + consumer * 64);
-        pack_p<kBf16, Cfg>(pa, sacc);
-
-        for (int j = 1; j < n_tiles; ++j) {
-            const int s = j % kStages, s_prev = (j - 1) % kStages;
-            const uint32_t phase = (j / kStages) & 1, phase_prev = ((j - 1) / kStages) & 1;
-            // Issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} back to back; the
-            // softmax of S_j then runs while P·V is still on the tensor cores.
-            ptx::mbarrier_wait(&full_k[s], phase);
-            ptx::mbarrier_wait(&full_v[s_prev], phase_prev);
-            my_turn();
-            issue_s_gemm<kBf16, Cfg>(sacc, sQ_mine, sK + s * Cfg::kKVBytes);
-            issue_pv_gemm<kBf16, Cfg>(o, pa, sV + s_prev * Cfg::kKVBytes);
-            your_turn(false);
-            ptx::wgmma_wait<1>();  // S_j is ready (groups retire in order)
-            ptx::fence_registers(sacc);
-            ptx::mbarrier_arrive(&empty_k[s]);
-            softmax.template update<false>(sacc, p, j * BN, row_base, t, m0 + consumer * 64);
-            ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
-#pragma unroll
-            for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
-            ptx::mbarrier_arrive(&empty_v[s_prev]);
-            softmax.rescale(o);
-            pack_p<kBf16, Cfg>(pa, sacc);
-        }
-
-        // Tail: the last P·V.
-        const int s_last = (n_tiles - 1) % kStages;
-        ptx::mbarrier_wait(&full_v[s_last], ((n_tiles - 1) / kStages) & 1);
-        my_turn();
-        issue_pv_gemm<kBf16, Cfg>(o, pa, sV + s_last * Cfg::kKVBytes);
-        your_turn(true);
-        ptx::wgmma_wait<0>();
-#pragma unroll
-        for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
-        ptx::mbarrier_arrive(&empty_v[s_last]);
-    }
-    float *row_max = softmax.row_max;
-    float *row_sum = softmax.row_sum;
-
-    // ---------------- epilogue ----------------
-    float lse[2];
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float sum = row_sum[r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key: O = 0
-        lse[r] = sum > 0.f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.6931471805599453f
-                           : -CUDART_INF_F;
-    }
-    // Stage O where this warpgroup's Q rows were, in the TMA swizzled layout:
-    // row r's 16-byte chunk c sits at chunk c ^ (r % 8).
-#pragma unroll
-    for (int c = 0; c < Cfg::kOChunks; ++c) {
-#pragma unroll
-        for (int i = 0; i < Cfg::kORegs; i += 2) {
-            const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
-            const int r = warp * 16 + g + 8 * ((i % 4) / 2);
-            const int half = (i % 4) / 2;
-            uint8_t *dst = sQ_mine + (col / 64) * BM * 128 + r * 128 +
-                           ((((col % 64) / 8) ^ (r % 8)) << 4) + 4 * t;
-            *reinterpret_cast<uint32_t *>(dst) =
-                Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
-        }
-    }
-    ptx::fence_proxy_async_shared();
-    ptx::named_barrier_sync(1 + consumer, 128);
-    if (tid == 0) {
-        for (int b = 0; b < Cfg::kBoxes; ++b)
-            ptx::tma_store_4d(&params.o, sQ_mine + b * BM * 128, b * 64, m0 + consumer * 64, head,
-                              batch);
-        ptx::tma_store_commit();
-    }
-    if (p.lse != nullptr && t == 0) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = row_base + 8 * r;
-            if (row < p.seqlen_q)
-                p.lse[(int64_t(batch) * p.num_q_heads + head) * p.seqlen_q + row] = lse[r];
-        }
-    }
-    if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the store
 }
 
 }  // namespace fmha::sm90

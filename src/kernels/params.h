@@ -42,6 +42,8 @@ struct alignas(64) TmaDescriptor {
 struct Sm90Params {
     TmaDescriptor q, k, v, o;
     FwdParams fwd;
+    int32_t total_tiles;  // query blocks x heads x batch
+    int32_t persistent;   // 1: gridDim.x CTAs loop over the tiles; 0: one tile per CTA
 };
 
 }  // namespace fmha

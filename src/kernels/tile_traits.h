@@ -45,26 +45,30 @@ struct Sm90Tile {
     int consumers;
     int stages;      // K and V pipeline depth
     int padded_dim;  // head dim rounded up to 64
+    bool separate_o; // O staged in its own buffer (else in Q's)
+    int smem_o_bytes;
 };
 
 FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim) {
-    return head_dim == 256 ? Sm90Tile{128, 64, 2, 2, 256}
-         : head_dim == 64  ? Sm90Tile{128, 128, 2, 2, 64}
-                           : Sm90Tile{128, 128, 2, 2, 128};
+    // hd64: 3 consumer warpgroups (192 rows) amortize softmax over more rows.
+    return head_dim == 256 ? Sm90Tile{128, 64, 2, 2, 256, false, 0}
+         : head_dim == 64  ? Sm90Tile{192, 128, 3, 2, 64, true, 192 * 64 * 2}
+                           : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
 }
 
 FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim) {
     return 128 * (1 + sm90_tile(head_dim).consumers);
 }
 
-// Q, then `stages` K tiles, then `stages` V tiles, then the mbarriers; plus
-// 1 KB so the kernel can align the base to the 1024-byte swizzle atom.
+// Q, then `stages` K tiles, then `stages` V tiles, then O (if separate),
+// then the mbarriers; plus 1 KB to align the base to the 1024-byte swizzle
+// atom.
 FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(int head_dim) {
     return 1024 +
            2 * sm90_tile(head_dim).padded_dim *
                (sm90_tile(head_dim).block_m +
                 2 * sm90_tile(head_dim).stages * sm90_tile(head_dim).block_n) +
-           8 * (1 + 4 * sm90_tile(head_dim).stages);
+           sm90_tile(head_dim).smem_o_bytes + 8 * (2 + 4 * sm90_tile(head_dim).stages);
 }
 
 }  // namespace fmha

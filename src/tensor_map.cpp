@@ -11,10 +11,18 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
     const int64_t bytes = 2;
     cuuint64_t sizes[4] = {cuuint64_t(dim), cuuint64_t(seqlen), cuuint64_t(heads),
                            cuuint64_t(batch)};
-    // A stride of a dimension of extent 1 is never followed; TMA still wants
-    // a non-zero multiple of 16, so give it one.
+    // The stride of a dimension of extent 1 is never followed (validation
+    // stores 0 there); TMA still wants a non-zero multiple of 16, so give it
+    // the tensor's whole span, as a packed layout would have.
+    int64_t span = dim * bytes;
+    const int64_t extents[3] = {seqlen, heads, batch};
+    const int64_t element_strides_3[3] = {strides.seq, strides.head, strides.batch};
+    for (int i = 0; i < 3; ++i)
+        if (extents[i] > 1 && element_strides_3[i] * extents[i] * bytes > span)
+            span = element_strides_3[i] * extents[i] * bytes;
+    span = (span + 15) / 16 * 16;
     auto stride_of = [&](int64_t stride, int64_t extent) -> cuuint64_t {
-        return extent == 1 && stride == 0 ? 16 : cuuint64_t(stride * bytes);
+        return extent == 1 ? cuuint64_t(span) : cuuint64_t(stride * bytes);
     };
     cuuint64_t byte_strides[3] = {stride_of(strides.seq, seqlen), stride_of(strides.head, heads),
                                   stride_of(strides.batch, batch)};

@@ -21,7 +21,9 @@ fmha_status check_positive(const char *field, int64_t value) {
     return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status check_strides(const char *tensor, const fmha_strides &s) {
+// `extents` are the batch, seq and head sizes: the stride of a dimension of
+// size 1 is never followed, so it may be anything (frameworks report odd values).
+fmha_status check_strides(const char *tensor, const fmha_strides &s, const int64_t (&extents)[3]) {
     if (s.dim != 1)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "descriptor.%s.dim is %lld: the last dimension must be contiguous (1)",
@@ -30,7 +32,9 @@ fmha_status check_strides(const char *tensor, const fmha_strides &s) {
         const char *name;
         int64_t value;
     } fields[] = {{"batch", s.batch}, {"seq", s.seq}, {"head", s.head}};
-    for (const auto &f : fields) {
+    for (int i = 0; i < 3; ++i) {
+        const auto &f = fields[i];
+        if (extents[i] == 1) continue;
         if (f.value < 0)
             return fail(FMHA_STATUS_NOT_SUPPORTED,
                         "descriptor.%s.%s is %lld: negative strides are not supported", tensor,
@@ -41,6 +45,15 @@ fmha_status check_strides(const char *tensor, const fmha_strides &s) {
                         tensor, f.name, (long long)f.value);
     }
     return FMHA_STATUS_SUCCESS;
+}
+
+// A size-1 dimension's stride is never followed: store 0 so no kernel or
+// tensor map sees an odd value.
+fmha_strides normalized(fmha_strides s, const int64_t (&extents)[3]) {
+    if (extents[0] == 1) s.batch = 0;
+    if (extents[1] == 1) s.seq = 0;
+    if (extents[2] == 1) s.head = 0;
+    return s;
 }
 
 // The output must not alias itself: sorted by stride, each dimension must
@@ -139,14 +152,16 @@ fmha_status read_descriptor(const fmha_descriptor *desc, Problem *out) {
                     (long long)(p.num_q_heads > 65535 ? p.num_q_heads : p.batch),
                     (long long)(p.num_q_heads > 65535 ? 65535 : kMaxSeqlen));
 
-    FMHA_TRY(check_strides("q_strides", desc->q_strides));
-    FMHA_TRY(check_strides("k_strides", desc->k_strides));
-    FMHA_TRY(check_strides("v_strides", desc->v_strides));
-    FMHA_TRY(check_strides("o_strides", desc->o_strides));
-    p.q = desc->q_strides;
-    p.k = desc->k_strides;
-    p.v = desc->v_strides;
-    p.o = desc->o_strides;
+    const int64_t q_extents[3] = {p.batch, p.seqlen_q, p.num_q_heads};
+    const int64_t kv_extents[3] = {p.batch, p.seqlen_k, p.num_kv_heads};
+    FMHA_TRY(check_strides("q_strides", desc->q_strides, q_extents));
+    FMHA_TRY(check_strides("k_strides", desc->k_strides, kv_extents));
+    FMHA_TRY(check_strides("v_strides", desc->v_strides, kv_extents));
+    FMHA_TRY(check_strides("o_strides", desc->o_strides, q_extents));
+    p.q = normalized(desc->q_strides, q_extents);
+    p.k = normalized(desc->k_strides, kv_extents);
+    p.v = normalized(desc->v_strides, kv_extents);
+    p.o = normalized(desc->o_strides, q_extents);
     FMHA_TRY(check_no_overlap(p));
 
     float scale = desc->softmax_scale;

@@ -22,7 +22,9 @@
  * ABI rules: enum values are explicit and never renumbered; struct fields are
  * only ever appended, and every struct starts with a `version` field that an
  * init function fills, so a caller built against an older header keeps
- * working with a newer library. Unknown (newer) versions are rejected.
+ * working with a newer library: a struct's layout changes only together with
+ * its version number. Unknown (newer) versions are rejected. Before 1.0 the
+ * version-1 layouts are those of the header of the installed release.
  */
 #ifndef FMHA_FMHA_H
 #define FMHA_FMHA_H
@@ -96,11 +98,13 @@ typedef enum fmha_status {
 FMHA_API const char *fmha_status_string(fmha_status status);
 
 /** Message of the last failing call made on this thread, naming the field,
- *  the value and the rule broken. Never NULL ("" after a success-only run).
- *  Valid until the next libfmha call on the same thread. */
+ *  the value and the rule broken. Never NULL. Every function that returns a
+ *  status clears it on entry, so after a success it is "". Valid until the
+ *  next libfmha call on the same thread (bindings read it right after the
+ *  failing call, on the same OS thread). */
 FMHA_API const char *fmha_last_error_message(void);
 
-/** Status of the last failing call made on this thread. */
+/** Status of the last call made on this thread (SUCCESS after a success). */
 FMHA_API fmha_status fmha_last_error_status(void);
 
 /** Clears this thread's last error. */
@@ -140,8 +144,9 @@ typedef enum fmha_kernel_family {
 /** Element strides of one 4-D tensor. Element (b, s, h, d) lives at
  *  base + b*batch + s*seq + h*head + d*dim. BSHD, BHSD and sliced views are
  *  all expressed this way. The last dimension must be contiguous (dim == 1);
- *  the other strides must be multiples of 8 elements (16 bytes) and may be 0
- *  to broadcast an input (never the output). */
+ *  the other strides must be non-negative multiples of 8 elements (16 bytes)
+ *  and may be 0 to broadcast an input (never the output). The stride of a
+ *  dimension of size 1 is never followed and is not checked. */
 typedef struct fmha_strides {
     int64_t batch;
     int64_t seq;
@@ -167,16 +172,19 @@ typedef struct fmha_descriptor {
     int32_t dtype;         /**< fmha_dtype. */
     int64_t batch;         /**< >= 1. */
     int64_t num_q_heads;   /**< >= 1, a multiple of num_kv_heads. */
-    int64_t num_kv_heads;  /**< >= 1; == num_q_heads is MHA, 1 is MQA, else GQA. */
+    int64_t num_kv_heads;  /**< >= 1; == num_q_heads is MHA, 1 is MQA, else GQA:
+                                query head h reads KV head h / (num_q_heads / num_kv_heads). */
     int64_t seqlen_q;      /**< >= 1. */
     int64_t seqlen_k;      /**< >= 1. */
     int64_t head_dim;      /**< Head dim of Q and K: 64, 96, 128 or 256. */
-    int64_t head_dim_v;    /**< Head dim of V and O; 0 means head_dim. */
+    int64_t head_dim_v;    /**< Head dim of V and O; 0 means head_dim. This
+                                version supports only head_dim_v == head_dim. */
     fmha_strides q_strides;
     fmha_strides k_strides;
     fmha_strides v_strides;
     fmha_strides o_strides;
-    float softmax_scale;   /**< Multiplies QK^T; 0 means 1/sqrt(head_dim). */
+    float softmax_scale;   /**< Multiplies QK^T; 0 means 1/sqrt(head_dim);
+                                negative, infinite or NaN is INVALID_ARGUMENT. */
     int32_t mask;          /**< fmha_mask. */
     uint32_t flags;        /**< FMHA_FLAG_* bits. */
     int32_t kernel;        /**< fmha_kernel_family; default AUTO. */
@@ -231,8 +239,9 @@ typedef struct fmha_plan fmha_plan;
  *  On failure *plan is set to NULL. */
 FMHA_API fmha_status fmha_create_plan(fmha_plan **plan, const fmha_descriptor *desc);
 
-/** Releases the plan. NULL is ignored. Safe once all runs using it have
- *  been enqueued (the kernels do not reference the plan). */
+/** Releases the plan. NULL is ignored. May be called from any thread, once
+ *  no other thread is inside a call using the plan; runs already enqueued
+ *  are unaffected (the kernels do not reference the plan). */
 FMHA_API void fmha_destroy_plan(fmha_plan *plan);
 
 /** Bytes of device workspace fmha_run needs for this plan (may be 0). */
@@ -273,7 +282,8 @@ typedef struct CUstream_st *fmha_stream;
 
 #define FMHA_TENSORS_VERSION 1
 
-/** Device pointers for one run. All must be 16-byte aligned. */
+/** Device pointers for one run. q, k, v and o must be 16-byte aligned, lse
+ *  4-byte aligned. */
 typedef struct fmha_tensors {
     uint32_t version;   /**< FMHA_TENSORS_VERSION. */
     uint32_t reserved0; /**< Must be 0. */
@@ -290,7 +300,8 @@ FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version);
 /** Enqueues attention on `stream`. Never allocates, never synchronizes and
  *  is safe inside CUDA graph capture. The stream must belong to the plan's
  *  context. One plan may be run concurrently from several threads on
- *  several streams. Errors in the arguments are reported before anything is
+ *  several streams, each run with its own workspace (runs in flight must not
+ *  share one). Errors in the arguments are reported before anything is
  *  enqueued; kernel faults surface as usual on the stream. */
 FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *tensors,
                               void *workspace, size_t workspace_bytes,

@@ -321,6 +321,22 @@ TEST_CASE("strides must be multiples of 8 elements", "[cpu][validation]") {
             }
 }
 
+TEST_CASE("the stride of a size-1 dimension is not checked", "[cpu][validation]") {
+    fmha_descriptor d = valid_desc();
+    d.batch = 1;
+    d.seqlen_q = 1;
+    d.q_strides.batch = 3;  // never followed: any value is accepted
+    d.q_strides.seq = -5;
+    d.o_strides.batch = 7;
+    d.o_strides.seq = 1;
+    d.k_strides.batch = -1;
+    CHECK(fmha_check_support(&d, FMHA_SM_ANY) == FMHA_STATUS_SUCCESS);
+    INFO(fmha_last_error_message());
+    d.seqlen_q = 2;  // now q_strides.seq is followed and must be valid
+    CHECK(fmha_check_support(&d, FMHA_SM_ANY) == FMHA_STATUS_NOT_SUPPORTED);
+    CHECK(std::string(fmha_last_error_message()).find("q_strides.seq") != std::string::npos);
+}
+
 TEST_CASE("negative strides are rejected", "[cpu][validation]") {
     for (const TensorStrides &t : kTensors)
         for (const StrideField &f : kFields) {

@@ -5,13 +5,15 @@
 #   FMHA_BUILD_DIR=build OUT=/tmp/fmha-out .ci/test-gpu.sh
 #
 # Steps (FMHA_CI_STEPS selects a subset, in this order; default all):
-#   ctest      every registered test (CPU and GPU, default kernel choice)
+#   ctest      every registered test but the bindings (CPU and GPU, default kernel)
 #   portable   the GPU tests again with FMHA_TEST_KERNEL=portable
 #   hopper     the GPU tests with FMHA_TEST_KERNEL=hopper (only on sm_90)
 #   memcheck   compute-sanitizer --tool memcheck on the [sanitize] subset
 #   racecheck  compute-sanitizer --tool racecheck on the [sanitize] subset
 #   demo       the fmha_demo program
-# Logs go to ${OUT:-/tmp/fmha-out}/ (at most six files). A compact summary is
+#   pytest     the Python binding's GPU tests against torch SDPA
+#   bench      tests/bench/bench_prefill.py (FMHA_BENCH_ARGS, default --quick)
+# Logs go to ${OUT:-/tmp/fmha-out}/ (at most eight files). A compact summary is
 # printed at the end; the exit status is non-zero if any step failed.
 # A GPU test binary that finds no GPU counts as a failure here unless
 # FMHA_ALLOW_NO_GPU=1 (this script is meant for machines with one).
@@ -19,7 +21,7 @@ set -u
 
 build=${FMHA_BUILD_DIR:-build}
 out=${OUT:-/tmp/fmha-out}
-steps=${FMHA_CI_STEPS:-ctest portable hopper memcheck racecheck demo}
+steps=${FMHA_CI_STEPS:-ctest portable hopper memcheck racecheck demo pytest bench}
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
@@ -93,7 +95,9 @@ for step in $steps; do
     ctest)
         log="$out/ctest.log"
         echo "== ctest (all tests) -> $log"
-        ctest --test-dir "$build" -V --output-on-failure >"$log" 2>&1
+        # The binding suites need toolchains (cargo, go) a GPU machine may lack;
+        # CI runs them. Their GPU halves are the pytest step.
+        ctest --test-dir "$build" -V --output-on-failure -LE bindings >"$log" 2>&1
         rc=$?
         totals=$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1)
         skipped=$(grep -c -- '\*\*\*Skipped' "$log")
@@ -158,8 +162,30 @@ for step in $steps; do
             record demo PASS "$(grep -E 'TFLOP/s' "$log" | sed -E 's/.* (non-causal|causal) +kernel ([^ ]+) .*max err ([^ ]+) .*\| ([0-9.]+ TFLOP\/s).*/\1 \2 err \3 \4/' | tr '\n' ';')"
         fi
         ;;
+    pytest)
+        # The Python binding's GPU tests against torch SDPA (needs torch there).
+        log="$out/pytest.log"
+        echo "== Python GPU tests -> $log"
+        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" python3 -m pytest bindings/python/tests \
+            -q -m gpu -p no:cacheprovider >"$log" 2>&1
+        rc=$?
+        detail=$(grep -E '^[0-9]+ (passed|failed)' "$log" | tail -n 1)
+        if [ "$rc" -eq 0 ] && grep -qE '^[0-9]+ passed' "$log"; then record pytest PASS "$detail"
+        else record pytest FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+        ;;
+    bench)
+        # The side-by-side benchmark (libfmha beside torch SDPA cuDNN and flash).
+        log="$out/bench.log"
+        echo "== benchmark (${FMHA_BENCH_ARGS:---quick}) -> $log"
+        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
+            python3 tests/bench/bench_prefill.py ${FMHA_BENCH_ARGS:---quick} >"$log" 2>&1
+        rc=$?
+        detail=$(grep -E '^median' "$log" | tail -n 1)
+        if [ "$rc" -eq 0 ]; then record bench PASS "${detail:-no median line}"
+        else record bench FAIL "exit $rc; see $log"; fi
+        ;;
     *)
-        record "$step" FAIL "unknown step (known: ctest portable hopper memcheck racecheck demo)"
+        record "$step" FAIL "unknown step (known: ctest portable hopper memcheck racecheck demo pytest bench)"
         ;;
     esac
 done

@@ -4,18 +4,24 @@
 
 #include "errors.h"
 #include "fmha/fmha.h"
+#include "struct_versions.h"
 
 namespace {
 
+uint32_t current_version(const fmha_descriptor *) { return FMHA_DESCRIPTOR_VERSION; }
+uint32_t current_version(const fmha_tensors *) { return FMHA_TENSORS_VERSION; }
+uint32_t current_version(const fmha_plan_info *) { return FMHA_PLAN_INFO_VERSION; }
+
+
 template <typename T>
-fmha_status init_struct(T *s, uint32_t version, uint32_t known, const char *name) {
+fmha_status init_struct(T *s, uint32_t version, size_t size, const char *name) {
     fmha::clear_error();
     if (s == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "%s is NULL", name);
-    if (version != known)
+    if (size == 0)
         return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
-                          "%s version %u is unknown: this library knows version %u", name,
-                          version, known);
-    std::memset(s, 0, sizeof *s);
+                          "%s version %u is unknown: this library knows versions 1 to %u", name,
+                          version, current_version(s));
+    std::memset(s, 0, size);  // only the caller's version: an older struct is shorter
     s->version = version;
     return FMHA_STATUS_SUCCESS;
 }
@@ -40,20 +46,21 @@ fmha_status set_strides(fmha_strides *out, int64_t batch, int64_t seq, int64_t h
 extern "C" {
 
 FMHA_API fmha_status fmha_descriptor_init(fmha_descriptor *desc, uint32_t version) {
-    FMHA_TRY(init_struct(desc, version, FMHA_DESCRIPTOR_VERSION, "fmha_descriptor"));
-    desc->dtype = FMHA_DTYPE_BF16;
-    desc->mask = FMHA_MASK_NONE;
-    desc->kernel = FMHA_KERNEL_AUTO;
-    desc->q_strides.dim = desc->k_strides.dim = desc->v_strides.dim = desc->o_strides.dim = 1;
+    const size_t size = fmha::descriptor_size(version);
+    FMHA_TRY(init_struct(desc, version, size, "fmha_descriptor"));
+    fmha_descriptor defaults;
+    fmha::descriptor_defaults(&defaults);
+    defaults.version = version;
+    std::memcpy(desc, &defaults, size);
     return FMHA_STATUS_SUCCESS;
 }
 
 FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version) {
-    return init_struct(t, version, FMHA_TENSORS_VERSION, "fmha_tensors");
+    return init_struct(t, version, fmha::tensors_size(version), "fmha_tensors");
 }
 
 FMHA_API fmha_status fmha_plan_info_init(fmha_plan_info *info, uint32_t version) {
-    return init_struct(info, version, FMHA_PLAN_INFO_VERSION, "fmha_plan_info");
+    return init_struct(info, version, fmha::plan_info_size(version), "fmha_plan_info");
 }
 
 FMHA_API fmha_status fmha_strides_bshd(fmha_strides *out, int64_t seqlen, int64_t num_heads,

@@ -29,7 +29,17 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     f.seqlen_k = static_cast<int32_t>(p.seqlen_k);
     f.num_m_blocks = static_cast<int32_t>((p.seqlen_q + block_m - 1) / block_m);
     f.softmax_scale = p.softmax_scale;
-    f.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    const float log2e = 1.4426950408889634f;
+    // With a softcap the kernel scales inside tanh; the capped score is final.
+    f.scale_log2 = p.softcap > 0.0f ? log2e : p.softmax_scale * log2e;
+    f.softcap = p.softcap;
+    f.softcap_scale = p.softcap > 0.0f ? p.softmax_scale / p.softcap : 0.0f;
+    f.sinks = p.sinks ? t.sinks : nullptr;
+    const int64_t diagonal = p.diagonal_offset();
+    f.has_hi = p.mask != FMHA_MASK_NONE || p.window_right >= 0;
+    f.hi_offset = p.mask != FMHA_MASK_NONE ? diagonal : diagonal + p.window_right;
+    f.has_lo = p.window_left >= 0;
+    f.lo_offset = diagonal - p.window_left;
     return f;
 }
 

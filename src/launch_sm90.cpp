@@ -67,6 +67,10 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
 }  // namespace
 
 fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
+    if (p.has_window() || p.softcap > 0.0f || p.sinks)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "the Hopper kernel does not yet do sliding windows, softcap or sinks (the "
+                    "portable kernel does)");
     if (broadcasts(p.q, p.seqlen_q, p.num_q_heads, p.batch) ||
         broadcasts(p.k, p.seqlen_k, p.num_kv_heads, p.batch) ||
         broadcasts(p.v, p.seqlen_k, p.num_kv_heads, p.batch))

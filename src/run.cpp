@@ -5,6 +5,7 @@
 #include "context.h"
 #include "errors.h"
 #include "plan.h"
+#include "struct_versions.h"
 
 namespace {
 
@@ -19,17 +20,19 @@ fmha_status check_pointer(const char *name, const void *ptr) {
 
 }  // namespace
 
-extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *t,
+extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *t_in,
                                          void *workspace, size_t workspace_bytes,
                                          fmha_stream stream) {
     fmha::clear_error();
     if (plan == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan is NULL");
-    if (t == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors is NULL");
-    if (t->version != FMHA_TENSORS_VERSION)
+    if (t_in == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors is NULL");
+    if (fmha::tensors_size(t_in->version) == 0)
         return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
-                          "tensors.version is %u: this library knows version %d (call "
+                          "tensors.version is %u: this library knows versions 1 to %d (call "
                           "fmha_tensors_init)",
-                          t->version, FMHA_TENSORS_VERSION);
+                          t_in->version, FMHA_TENSORS_VERSION);
+    const fmha_tensors wide = fmha::widen(t_in);
+    const fmha_tensors *t = &wide;
     if (t->reserved0 != 0)
         return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors.reserved0 is %u: must be 0",
                           t->reserved0);
@@ -44,6 +47,15 @@ extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tenso
         if (reinterpret_cast<uintptr_t>(t->lse) % 4 != 0)
             return fmha::fail(FMHA_STATUS_MISALIGNED,
                               "tensors.lse is %p: must be 4-byte aligned", (void *)t->lse);
+    }
+    if (plan->problem.sinks) {
+        if (t->sinks == nullptr)
+            return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                              "tensors.sinks is NULL but the descriptor sets FMHA_FLAG_SINKS%s",
+                              t_in->version < 2 ? " (fmha_tensors version 1 has no sinks)" : "");
+        if (reinterpret_cast<uintptr_t>(t->sinks) % 4 != 0)
+            return fmha::fail(FMHA_STATUS_MISALIGNED,
+                              "tensors.sinks is %p: must be 4-byte aligned", (const void *)t->sinks);
     }
     const uint64_t needed = plan->choice.workspace_bytes;
     if (workspace_bytes < needed)

@@ -8,6 +8,7 @@
 
 #include "errors.h"
 #include "kernel_select.h"
+#include "struct_versions.h"
 
 namespace fmha {
 namespace {
@@ -96,13 +97,15 @@ fmha_status forced_kernel(fmha_kernel_family *kernel) {
 
 }  // namespace
 
-fmha_status read_descriptor(const fmha_descriptor *desc, Problem *out) {
-    if (desc == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor is NULL");
-    if (desc->version != FMHA_DESCRIPTOR_VERSION)
+fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
+    if (desc_in == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor is NULL");
+    if (descriptor_size(desc_in->version) == 0)
         return fail(FMHA_STATUS_VERSION_MISMATCH,
-                    "descriptor.version is %u: this library knows version %d (call "
+                    "descriptor.version is %u: this library knows versions 1 to %d (call "
                     "fmha_descriptor_init)",
-                    desc->version, FMHA_DESCRIPTOR_VERSION);
+                    desc_in->version, FMHA_DESCRIPTOR_VERSION);
+    const fmha_descriptor wide = widen(desc_in);
+    const fmha_descriptor *desc = &wide;
     Problem p{};
     if (desc->dtype != FMHA_DTYPE_BF16 && desc->dtype != FMHA_DTYPE_FP16)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
@@ -178,11 +181,29 @@ fmha_status read_descriptor(const fmha_descriptor *desc, Problem *out) {
                     "CAUSAL_BOTTOM_RIGHT (2)",
                     desc->mask);
     p.mask = static_cast<fmha_mask>(desc->mask);
-    if (desc->flags & ~FMHA_FLAG_WRITE_LSE)
+    const uint32_t known_flags =
+        FMHA_FLAG_WRITE_LSE | (desc->version >= 2 ? FMHA_FLAG_SINKS : 0u);
+    if (desc->flags & ~known_flags)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                    "descriptor.flags is 0x%x: unknown bits 0x%x", desc->flags,
-                    desc->flags & ~FMHA_FLAG_WRITE_LSE);
+                    "descriptor.flags is 0x%x: unknown bits 0x%x (for descriptor version %u)",
+                    desc->flags, desc->flags & ~known_flags, desc->version);
     p.write_lse = (desc->flags & FMHA_FLAG_WRITE_LSE) != 0;
+    p.sinks = (desc->flags & FMHA_FLAG_SINKS) != 0;
+    if (desc->window_left < -1 || desc->window_right < -1)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.window_%s is %d: must be >= 0, or -1 for unbounded",
+                    desc->window_left < -1 ? "left" : "right",
+                    desc->window_left < -1 ? desc->window_left : desc->window_right);
+    p.window_left = desc->window_left;
+    p.window_right = desc->window_right;
+    if (!std::isfinite(desc->softcap) || desc->softcap < 0.0f)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.softcap is %g: must be finite and >= 0 (0 turns it off)",
+                    (double)desc->softcap);
+    p.softcap = desc->softcap;
+    if (desc->reserved1 != 0)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.reserved1 is %d: must be 0",
+                    desc->reserved1);
     if (desc->kernel < FMHA_KERNEL_AUTO || desc->kernel > FMHA_KERNEL_HOPPER)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
                     "descriptor.kernel is %d: must be AUTO (0), PORTABLE (1) or HOPPER (2)",

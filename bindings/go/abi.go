@@ -49,6 +49,10 @@ func cABI() map[string]int64 {
 		"offsetof fmha_descriptor.kernel":        int64(unsafe.Offsetof(d.kernel)),
 		"offsetof fmha_descriptor.device":        int64(unsafe.Offsetof(d.device)),
 		"offsetof fmha_descriptor.reserved0":     int64(unsafe.Offsetof(d.reserved0)),
+		"offsetof fmha_descriptor.window_left":   int64(unsafe.Offsetof(d.window_left)),
+		"offsetof fmha_descriptor.window_right":  int64(unsafe.Offsetof(d.window_right)),
+		"offsetof fmha_descriptor.softcap":       int64(unsafe.Offsetof(d.softcap)),
+		"offsetof fmha_descriptor.reserved1":     int64(unsafe.Offsetof(d.reserved1)),
 
 		// Not mirrored in Go (built on the C side), but checked so a change
 		// to them is noticed and the C helpers reviewed.
@@ -83,6 +87,7 @@ func cABI() map[string]int64 {
 		"value FMHA_KERNEL_PORTABLE":            int64(C.FMHA_KERNEL_PORTABLE),
 		"value FMHA_KERNEL_HOPPER":              int64(C.FMHA_KERNEL_HOPPER),
 		"value FMHA_FLAG_WRITE_LSE":             int64(C.FMHA_FLAG_WRITE_LSE),
+		"value FMHA_FLAG_SINKS":                 int64(C.FMHA_FLAG_SINKS),
 		"value FMHA_DESCRIPTOR_VERSION":         int64(C.FMHA_DESCRIPTOR_VERSION),
 		"value FMHA_PLAN_INFO_VERSION":          int64(C.FMHA_PLAN_INFO_VERSION),
 		"value FMHA_TENSORS_VERSION":            int64(C.FMHA_TENSORS_VERSION),

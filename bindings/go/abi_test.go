@@ -48,9 +48,13 @@ func goABI() map[string]int64 {
 		"offsetof fmha_descriptor.kernel":        int64(unsafe.Offsetof(d.Kernel)),
 		"offsetof fmha_descriptor.device":        int64(unsafe.Offsetof(d.Device)),
 		"offsetof fmha_descriptor.reserved0":     int64(unsafe.Offsetof(d.Reserved0)),
+		"offsetof fmha_descriptor.window_left":   int64(unsafe.Offsetof(d.WindowLeft)),
+		"offsetof fmha_descriptor.window_right":  int64(unsafe.Offsetof(d.WindowRight)),
+		"offsetof fmha_descriptor.softcap":       int64(unsafe.Offsetof(d.Softcap)),
+		"offsetof fmha_descriptor.reserved1":     int64(unsafe.Offsetof(d.Reserved1)),
 
 		// Version-1 layout on LP64 of the structs built on the C side.
-		"sizeof fmha_tensors":                     48,
+		"sizeof fmha_tensors":                     56,
 		"offsetof fmha_tensors.lse":               40,
 		"sizeof fmha_plan_info":                   56,
 		"offsetof fmha_plan_info.workspace_bytes": 48,
@@ -81,6 +85,7 @@ func goABI() map[string]int64 {
 		"value FMHA_KERNEL_PORTABLE":            int64(KernelPortable),
 		"value FMHA_KERNEL_HOPPER":              int64(KernelHopper),
 		"value FMHA_FLAG_WRITE_LSE":             int64(FlagWriteLSE),
+		"value FMHA_FLAG_SINKS":                 int64(FlagSinks),
 		"value FMHA_DESCRIPTOR_VERSION":         DescriptorVersion,
 		"value FMHA_PLAN_INFO_VERSION":          PlanInfoVersion,
 		"value FMHA_TENSORS_VERSION":            TensorsVersion,

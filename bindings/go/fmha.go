@@ -53,9 +53,9 @@ const (
 
 // Struct versions this package fills in.
 const (
-	DescriptorVersion = 1
+	DescriptorVersion = 2
 	PlanInfoVersion   = 1
-	TensorsVersion    = 1
+	TensorsVersion    = 2
 )
 
 // Special values of the sm argument of CheckSupport.
@@ -66,6 +66,11 @@ const (
 
 // FlagWriteLSE in Descriptor.Flags makes Run write Tensors.LSE.
 const FlagWriteLSE uint32 = 0x1
+
+// FlagSinks in Descriptor.Flags (descriptor version 2) adds a per-head sink
+// logit to each row's softmax denominator; the sinks pointer is set through
+// the C API (this binding does not pass one yet, so Run rejects such plans).
+const FlagSinks uint32 = 0x2
 
 // DType is the element type of Q, K, V and O (fmha_dtype).
 type DType int32
@@ -129,6 +134,11 @@ type Descriptor struct {
 	Kernel       KernelFamily
 	Device       int32 // CUDA ordinal used when no context is current
 	Reserved0    int32 // must be 0
+	// Version 2.
+	WindowLeft  int32   // keys more than this before the diagonal are masked; -1: unbounded
+	WindowRight int32   // keys more than this after the diagonal are masked; -1: unbounded
+	Softcap     float32 // > 0: scores become Softcap*tanh(score/Softcap)
+	Reserved1   int32   // must be 0
 }
 
 // Layout names a contiguous memory order for SetContiguous.

@@ -156,8 +156,15 @@ typedef struct fmha_strides {
 
 /** Bits of fmha_descriptor.flags. */
 #define FMHA_FLAG_WRITE_LSE 0x1u /**< fmha_run writes fmha_tensors.lse. */
+/** Attention sinks (descriptor version 2): fmha_tensors.sinks holds one float32
+ *  logit per query head, in the units of the scaled scores, that joins every
+ *  row's softmax denominator (but has no value row). LSE then includes it, and
+ *  a row that sees no key gives O = 0 and LSE = its head's sink. */
+#define FMHA_FLAG_SINKS 0x2u
 
-#define FMHA_DESCRIPTOR_VERSION 1
+/** Version 1: fields up to reserved0. Version 2 appends window_left,
+ *  window_right and softcap (and allows FMHA_FLAG_SINKS). */
+#define FMHA_DESCRIPTOR_VERSION 2
 
 /** The attention problem. Fill with fmha_descriptor_init, then set fields.
  *  Shapes: Q [batch, seqlen_q, num_q_heads, head_dim],
@@ -193,12 +200,26 @@ typedef struct fmha_descriptor {
      *  context is current, its device is used and this field is ignored. */
     int32_t device;
     int32_t reserved0;     /**< Must be 0. */
+    /* ---- version 2 ---- */
+    /** Sliding window: row i sees key j only if d(i) - window_left <= j <=
+     *  d(i) + window_right, where the diagonal d(i) = i under
+     *  CAUSAL_TOP_LEFT and i + seqlen_k - seqlen_q otherwise. -1 means
+     *  unbounded on that side; a causal mask already bounds the right side. */
+    int32_t window_left;
+    int32_t window_right;
+    /** > 0: each scaled score s becomes softcap * tanh(s / softcap) before
+     *  masking and softmax (logit soft-capping). 0: off. */
+    float softcap;
+    int32_t reserved1;     /**< Must be 0. */
 } fmha_descriptor;
 
-/** Fills `desc` with defaults for `version` (pass FMHA_DESCRIPTOR_VERSION):
+/** Fills `desc` with defaults for `version` (pass FMHA_DESCRIPTOR_VERSION; an
+ *  older version fills only that version's fields, so an older, shorter
+ *  struct is never overrun):
  *  every stride 0 except `dim` = 1 (set the others, e.g. with
  *  fmha_strides_bshd), AUTO kernel, device 0, no mask, dtype BF16, head_dim_v
- *  0 (same as head_dim), softmax_scale 0 (1/sqrt(head_dim)). Returns VERSION_MISMATCH for an unknown version. */
+ *  0 (same as head_dim), softmax_scale 0 (1/sqrt(head_dim)), no window
+ *  (-1, -1), no softcap. Returns VERSION_MISMATCH for an unknown version. */
 FMHA_API fmha_status fmha_descriptor_init(fmha_descriptor *desc, uint32_t version);
 
 /** Convenience: sets a tensor's strides for the BSHD ([batch, seq, heads,
@@ -280,10 +301,11 @@ FMHA_API fmha_status fmha_plan_info_init(fmha_plan_info *info, uint32_t version)
 struct CUstream_st;
 typedef struct CUstream_st *fmha_stream;
 
-#define FMHA_TENSORS_VERSION 1
+/** Version 1: q, k, v, o, lse. Version 2 appends sinks. */
+#define FMHA_TENSORS_VERSION 2
 
 /** Device pointers for one run. q, k, v and o must be 16-byte aligned, lse
- *  4-byte aligned. */
+ *  and sinks 4-byte aligned. */
 typedef struct fmha_tensors {
     uint32_t version;   /**< FMHA_TENSORS_VERSION. */
     uint32_t reserved0; /**< Must be 0. */
@@ -292,6 +314,8 @@ typedef struct fmha_tensors {
     const void *v;
     void *o;
     float *lse;         /**< Required iff FMHA_FLAG_WRITE_LSE, else ignored. */
+    /* ---- version 2 ---- */
+    const float *sinks; /**< float32 [num_q_heads]; required iff FMHA_FLAG_SINKS. */
 } fmha_tensors;
 
 /** Sets t->version and zeroes the pointers. */

@@ -10,6 +10,7 @@
 
 #include "kernels/numeric.cuh"
 #include "kernels/params.h"
+#include "kernels/ptx/math.cuh"
 #include "kernels/ptx/mma_sync.cuh"
 #include "kernels/tile_traits.h"
 
@@ -76,19 +77,19 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
         static_cast<const T *>(p.v) + batch * p.v_stride.batch + kv_head * p.v_stride.head;
     T *o = static_cast<T *>(p.o) + batch * p.o_stride.batch + head * p.o_stride.head;
 
-    // Keys [0, n_end) can be visible to some row of this block.
-    int n_end = p.seqlen_k;
-    if (p.causal) {
-        const int64_t last_row = min(m0 + BM, p.seqlen_q) - 1;
-        const int64_t visible = last_row + p.causal_offset + 1;  // keys seen by the last row
-        n_end = visible <= 0 ? 0 : visible < p.seqlen_k ? static_cast<int>(visible) : p.seqlen_k;
-    }
-    const int n_tiles = (n_end + BN - 1) / BN;
+    // Keys [n_begin, n_end) can be visible to some row of this block: the
+    // last row bounds them above (causal mask, right window), the first row
+    // below (left window).
+    int64_t n_end = p.seqlen_k, n_begin = 0;
+    if (p.has_hi) n_end = min(n_end, int64_t(min(m0 + BM, p.seqlen_q) - 1) + p.hi_offset + 1);
+    if (p.has_lo) n_begin = max(n_begin, int64_t(m0) + p.lo_offset);
+    const int first_tile = n_end > n_begin ? static_cast<int>(n_begin / BN) : 0;
+    const int end_tile = n_end > n_begin ? static_cast<int>((n_end + BN - 1) / BN) : 0;
 
     load_rows<Cfg>(sQ, q, p.q_stride.seq, BM, m0, p.seqlen_q);
-    if (n_tiles > 0) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, 0, p.seqlen_k);
+    if (end_tile > first_tile) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, first_tile * BN, p.seqlen_k);
     ptx::cp_async_commit();
-    if (n_tiles > 0) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, 0, p.seqlen_k);
+    if (end_tile > first_tile) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, first_tile * BN, p.seqlen_k);
     ptx::cp_async_commit();
 
     float acc[Cfg::kOTiles][4];
@@ -98,7 +99,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
     float row_sum[2] = {0.f, 0.f};                      // this thread's partial sums
     const int warp_row = warp * 16;
 
-    for (int j = 0; j < n_tiles; ++j) {
+    for (int j = first_tile; j < end_tile; ++j) {
         const int n0 = j * BN;
         ptx::cp_async_wait<1>();  // Q and K_j have landed
         __syncthreads();
@@ -121,21 +122,30 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
         __syncthreads();  // every warp is done with K_j: prefetch K_{j+1} over it
-        if (j + 1 < n_tiles) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, n0 + BN, p.seqlen_k);
+        if (j + 1 < end_tile) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, n0 + BN, p.seqlen_k);
         ptx::cp_async_commit();
 
-        // Mask only tiles that cross the key end or the causal diagonal.
+        if (p.softcap > 0.f) {
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kSTiles; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    s[nt][e] = p.softcap * ptx::tanh_approx(s[nt][e] * p.softcap_scale);
+        }
+        // Mask only tiles that cross the key end, the diagonal or a window edge.
         const bool crosses_end = n0 + BN > p.seqlen_k;
-        const bool crosses_diagonal = p.causal && int64_t(n0 + BN - 1) > m0 + p.causal_offset;
-        if (crosses_end || crosses_diagonal) {
+        const bool crosses_hi = p.has_hi && int64_t(n0 + BN - 1) > m0 + p.hi_offset;
+        const bool crosses_lo = p.has_lo && int64_t(n0) < int64_t(m0 + BM - 1) + p.lo_offset;
+        if (crosses_end || crosses_hi || crosses_lo) {
 #pragma unroll
             for (int nt = 0; nt < Cfg::kSTiles; ++nt) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int col = n0 + nt * 8 + 2 * t + (e & 1);
                     const int64_t row = m0 + warp_row + g + (e >= 2 ? 8 : 0);
-                    const bool visible =
-                        col < p.seqlen_k && (!p.causal || col <= row + p.causal_offset);
+                    const bool visible = col < p.seqlen_k &&
+                                         (!p.has_hi || col <= row + p.hi_offset) &&
+                                         (!p.has_lo || col >= row + p.lo_offset);
                     if (!visible) s[nt][e] = -CUDART_INF_F;
                 }
             }
@@ -190,7 +200,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
         __syncthreads();  // every warp is done with V_j
-        if (j + 1 < n_tiles) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, n0 + BN, p.seqlen_k);
+        if (j + 1 < end_tile) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, n0 + BN, p.seqlen_k);
         ptx::cp_async_commit();
     }
 
@@ -199,14 +209,21 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
     ptx::cp_async_wait<0>();
     __syncthreads();
     float lse[2];
+    // A sink is one more logit in the denominator, with no value row.
+    const float sink_log2 =
+        p.sinks != nullptr ? p.sinks[head] * 1.4426950408889634f : -CUDART_INF_F;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float sum = row_sum[r];
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        lse[r] = sum > 0.f ? (row_max[r] * p.scale_log2 + __log2f(sum)) * 0.6931471805599453f
-                           : -CUDART_INF_F;
+        // Everything relative to m = max(row max, sink), in base 2.
+        const float row_m = sum > 0.f ? row_max[r] * p.scale_log2 : -CUDART_INF_F;
+        const float m = fmaxf(row_m, sink_log2);
+        const float keep = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(row_m - m);
+        const float total = sum * keep + (m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(sink_log2 - m));
+        const float inv = total > 0.f ? keep / total : 0.f;
+        lse[r] = total > 0.f ? (m + __log2f(total)) * 0.6931471805599453f : -CUDART_INF_F;
         const int row_local = warp_row + g + 8 * r;
 #pragma unroll
         for (int nt = 0; nt < Cfg::kOTiles; ++nt) {

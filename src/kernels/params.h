@@ -24,8 +24,17 @@ struct FwdParams {
     int32_t seqlen_k;
     int32_t num_m_blocks;      // ceil(seqlen_q / block_m)
     int32_t causal;            // 0 or 1
-    float scale_log2;          // softmax_scale * log2(e)
+    float scale_log2;          // multiplies a (capped) score into base-2 softmax units
     float softmax_scale;
+    // Visible keys of row i, for the portable kernel (masks and windows):
+    // i + lo_offset <= j (if has_lo) and j <= i + hi_offset (if has_hi).
+    int64_t lo_offset;
+    int64_t hi_offset;
+    int32_t has_lo;
+    int32_t has_hi;
+    float softcap;             // > 0: s = softcap * tanh(s * softcap_scale)
+    float softcap_scale;       // softmax_scale / softcap
+    const float *sinks;        // [num_q_heads] logits joining the denominator, or null
 };
 
 }  // namespace fmha

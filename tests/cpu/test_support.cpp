@@ -220,6 +220,71 @@ TEST_CASE("reference: mask conventions and fully masked rows", "[cpu][support][r
         }
 }
 
+TEST_CASE("reference: windows, softcap and sinks", "[cpu][support][reference]") {
+    // Q = 0: every visible key is equally likely, so O is the mean of the
+    // visible V rows (row j holds j) and LSE = log(count) pins the window.
+    const int64_t Sq = 9, Sk = 12, D = 64;
+    SECTION("window edges follow the bottom-right diagonal i + sk - sq") {
+        Tiny t(1, 1, 1, Sq, Sk, D, FMHA_MASK_NONE);
+        t.p.window_left = 2;
+        t.p.window_right = 1;
+        for (int64_t j = 0; j < Sk; ++j)
+            for (int64_t d = 0; d < D; ++d) t.v[size_t(j * D + d)] = float_to_bf16(float(j));
+        RefResult r = reference_fp64(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        for (int64_t i = 0; i < Sq; ++i) {
+            const int64_t diag = i + Sk - Sq;
+            const int64_t lo = std::max<int64_t>(0, diag - 2), hi = std::min(Sk - 1, diag + 1);
+            INFO("row " << i << " sees " << lo << ".." << hi);
+            CHECK(std::fabs(r.lse[size_t(i)] - std::log(double(hi - lo + 1))) < 1e-12);
+            CHECK(std::fabs(r.o[size_t(i * D)] - (lo + hi) / 2.0) < 1e-12);
+        }
+    }
+    SECTION("a sink joins the denominator only") {
+        Tiny t(1, 2, 1, Sq, Sk, D, FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
+        std::mt19937_64 rng(7);
+        std::normal_distribution<float> normal(0.f, 1.f);
+        for (auto *x : {&t.q, &t.k, &t.v})
+            for (uint16_t &e : *x) e = float_to_bf16(normal(rng));
+        RefResult plain = reference_fp64(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        t.p.sinks = {0.7, -1.3};
+        RefResult sunk = reference_fp64(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        for (int64_t h = 0; h < 2; ++h)
+            for (int64_t i = 0; i < Sq; ++i) {
+                const size_t row = t.row(0, h, i);
+                const double want = std::log(std::exp(plain.lse[row]) + std::exp(t.p.sinks[size_t(h)]));
+                CHECK(std::fabs(sunk.lse[row] - want) < 1e-9);
+                const double shrink = std::exp(plain.lse[row] - sunk.lse[row]);
+                for (int64_t d = 0; d < D; ++d)
+                    CHECK(std::fabs(sunk.o[row * D + size_t(d)] - plain.o[row * D + size_t(d)] * shrink) < 1e-9);
+            }
+        // Rows that see no key: O = 0 and LSE = the sink, not -inf.
+        Tiny wide(1, 2, 1, Sk + 3, Sk, D, FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
+        wide.p.sinks = {0.7, -1.3};
+        RefResult r = reference_fp64(wide.p, wide.q.data(), wide.k.data(), wide.v.data(), 1);
+        CHECK(r.lse[wide.row(0, 1, 0)] == -1.3);
+        CHECK(r.o[wide.row(0, 1, 0) * D] == 0.0);
+    }
+    SECTION("softcap bounds every score, a huge cap changes nothing") {
+        Tiny t(1, 1, 1, Sq, Sk, D, FMHA_MASK_NONE);
+        std::mt19937_64 rng(9);
+        std::normal_distribution<float> normal(0.f, 3.f);
+        for (auto *x : {&t.q, &t.k, &t.v})
+            for (uint16_t &e : *x) e = float_to_bf16(normal(rng));
+        RefResult plain = reference_fp64(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        t.p.softcap = 1e7;
+        RefResult loose = reference_fp64(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        t.p.softcap = 1.0;
+        RefResult tight = reference_fp64(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        for (int64_t i = 0; i < Sq; ++i) {
+            CHECK(std::fabs(loose.lse[size_t(i)] - plain.lse[size_t(i)]) < 1e-6);
+            // |s| <= 1: LSE lies within log(Sk) +- 1.
+            CHECK(std::fabs(tight.lse[size_t(i)] - std::log(double(Sk))) <= 1.0 + 1e-12);
+        }
+        RefResult lowp = reference_lowp(t.p, t.q.data(), t.k.data(), t.v.data(), 1);
+        for (size_t e = 0; e < lowp.o.size(); ++e) CHECK(std::fabs(lowp.o[e] - tight.o[e]) < 2e-2);
+    }
+}
+
 TEST_CASE("reference: q head h reads kv head h / (Hq / Hkv)", "[cpu][support][reference]") {
     const int64_t Hq = 8, Hkv = 2, S = 3, D = 64;
     Tiny t(1, Hq, Hkv, S, S, D, FMHA_MASK_NONE);

@@ -175,7 +175,7 @@ TEST_CASE("null descriptor and null plan out-pointer", "[cpu][validation]") {
 
 TEST_CASE("struct versions", "[cpu][validation]") {
     SECTION("descriptor with an unknown version") {
-        for (uint32_t version : {0u, 2u, 99u, 0xFFFFFFFFu}) {
+        for (uint32_t version : {0u, 3u, 99u, 0xFFFFFFFFu}) {
             fmha_descriptor d = valid_desc();
             d.version = version;
             INFO("version " << version);
@@ -187,7 +187,7 @@ TEST_CASE("struct versions", "[cpu][validation]") {
         fmha_descriptor d;
         fmha_tensors t;
         fmha_plan_info info;
-        for (uint32_t version : {0u, 2u, 99u}) {
+        for (uint32_t version : {0u, 3u, 99u}) {
             INFO("version " << version);
             FMHA_CHECK_STATUS(FMHA_STATUS_VERSION_MISMATCH, fmha_descriptor_init(&d, version));
             CHECK(std::string(fmha_last_error_message()).find(std::to_string(version)) !=
@@ -401,13 +401,74 @@ TEST_CASE("bad mask", "[cpu][validation]") {
 }
 
 TEST_CASE("unknown flag bits", "[cpu][validation]") {
-    for (uint32_t f : {0x2u, 0x3u, 0x80000000u}) {
+    for (uint32_t f : {0x4u, 0x7u, 0x80000000u}) {
         fmha_descriptor d = valid_desc();
         d.flags = f;
         char hex[16];
-        std::snprintf(hex, sizeof hex, "0x%x", f & ~FMHA_FLAG_WRITE_LSE);
+        std::snprintf(hex, sizeof hex, "0x%x", f & ~(FMHA_FLAG_WRITE_LSE | FMHA_FLAG_SINKS));
         INFO("flags " << f);
         expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"flags", hex});
+    }
+}
+
+TEST_CASE("a version-1 descriptor (the shorter struct) still works", "[cpu][validation]") {
+    // A caller built against the version-1 header passes 216 bytes: the
+    // library must neither write nor read past them.
+    const size_t v1_size = offsetof(fmha_descriptor, window_left);
+    alignas(fmha_descriptor) unsigned char buf[sizeof(fmha_descriptor)];
+    std::memset(buf, 0xAB, sizeof buf);
+    auto *d = reinterpret_cast<fmha_descriptor *>(buf);
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_descriptor_init(d, 1));
+    for (size_t i = v1_size; i < sizeof buf; ++i) CHECK(buf[i] == 0xAB);
+    const fmha_descriptor full = valid_desc();
+    std::memcpy(buf + sizeof(uint32_t), reinterpret_cast<const unsigned char *>(&full) + sizeof(uint32_t),
+                v1_size - sizeof(uint32_t));
+    // The bytes past version 1 are garbage (0xAB) and must be ignored.
+    FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_check_support(d, FMHA_SM_ANY));
+    d->flags = FMHA_FLAG_SINKS;  // a version-2 flag in a version-1 descriptor
+    expect_rejected(*d, FMHA_STATUS_INVALID_ARGUMENT, {"flags", "version 1"});
+}
+
+TEST_CASE("windows, softcap and sinks", "[cpu][validation]") {
+    SECTION("defaults are off") {
+        fmha_descriptor d = valid_desc();
+        CHECK(d.window_left == -1);
+        CHECK(d.window_right == -1);
+        CHECK(d.softcap == 0.0f);
+    }
+    SECTION("window sizes below -1 are rejected") {
+        for (int32_t w : {-2, -100}) {
+            fmha_descriptor d = valid_desc();
+            d.window_left = w;
+            expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"window_left", std::to_string(w).c_str()});
+            d = valid_desc();
+            d.window_right = w;
+            expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"window_right", std::to_string(w).c_str()});
+        }
+    }
+    SECTION("softcap must be finite and >= 0") {
+        for (float c : {-1.0f, std::numeric_limits<float>::infinity(), std::nanf("")}) {
+            fmha_descriptor d = valid_desc();
+            d.softcap = c;
+            expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"softcap"});
+        }
+    }
+    SECTION("valid combinations pass; the Hopper kernel declines them, AUTO falls back") {
+        fmha_descriptor d = valid_desc();
+        d.window_left = 100;
+        d.window_right = 0;
+        d.softcap = 30.0f;
+        d.flags = FMHA_FLAG_SINKS | FMHA_FLAG_WRITE_LSE;
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_check_support(&d, FMHA_SM_ANY));
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_check_support(&d, 90));
+        d.kernel = FMHA_KERNEL_HOPPER;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 90));
+        CHECK(std::string(fmha_last_error_message()).find("window") != std::string::npos);
+    }
+    SECTION("reserved1 must be 0") {
+        fmha_descriptor d = valid_desc();
+        d.reserved1 = 3;
+        expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"reserved1", "3"});
     }
 }
 

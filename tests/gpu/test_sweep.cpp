@@ -240,6 +240,66 @@ TEST_CASE("broadcast K/V inputs (batch stride 0)", "[gpu][broadcast]") {
         }
 }
 
+// Sliding windows, logit soft-capping and attention sinks (descriptor
+// version 2), alone and combined, against the float64 reference. Only the
+// portable kernel has them: under FMHA_TEST_KERNEL=hopper every case must be
+// refused (NOT_SUPPORTED) rather than computed wrong.
+std::vector<Case> feature_cases(fmha_kernel_family kernel) {
+    struct Feature {
+        int32_t left, right;
+        float softcap;
+        bool sinks;
+        fmha_mask mask;
+    };
+    const Feature features[] = {
+        {100, -1, 0, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // causal local attention
+        {37, 50, 0, false, FMHA_MASK_NONE},                   // two-sided window
+        {0, 0, 0, false, FMHA_MASK_NONE},                     // the diagonal only
+        {-1, 10, 0, false, FMHA_MASK_CAUSAL_TOP_LEFT},        // causal ignores the right window
+        {-1, -1, 30.0f, false, FMHA_MASK_NONE},               // Gemma-style softcap
+        {-1, -1, 2.0f, false, FMHA_MASK_CAUSAL_TOP_LEFT},     // hard capping
+        {-1, -1, 0, true, FMHA_MASK_NONE},                    // sinks
+        {-1, -1, 0, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},     // sinks, rows that see nothing
+        {64, -1, 20.0f, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT}, // everything at once
+    };
+    const Lengths lens[] = {{1000, 1000}, {17, 1000}, {1000, 17}, {128, 333}, {1, 4097}};
+    const int64_t head_dims[] = {64, 128, 256};
+    std::vector<Case> cases;
+    uint64_t i = 7000;
+    for (const Feature &f : features)
+        for (const Lengths &len : lens)
+            for (int64_t hd : head_dims) {
+                Case c;
+                c.dtype = kDtypes[i % 2];
+                c.head_dim = hd;
+                c.mask = f.mask;
+                c.window_left = f.left;
+                c.window_right = f.right;
+                c.softcap = f.softcap;
+                c.sinks = f.sinks;
+                c.num_q_heads = 8;
+                c.num_kv_heads = (i % 3 == 0) ? 8 : 2;
+                c.batch = 2;
+                c.seqlen_q = len.q;
+                c.seqlen_k = len.k;
+                c.layout = kLayouts[i % 3];
+                c.kernel = kernel;
+                c.seed = case_seed(base_seed(), i++);
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+TEST_CASE("sliding windows, softcap and sinks", "[gpu][features]") {
+    FMHA_GPU_TEST_PROLOGUE();
+    const fmha_kernel_family kernel = test_kernel_family();
+    SweepStats st = run_cases("features", feature_cases(kernel));
+    CHECK_FALSE(st.aborted);
+    CHECK(st.failed == 0);
+    if (kernel == FMHA_KERNEL_HOPPER) CHECK(st.run == 0);  // refused, never computed
+    else CHECK(st.run > 0);
+}
+
 // Small cases of every dtype, mask and head dim, for compute-sanitizer
 // (memcheck, racecheck): run with  fmha_test_gpu "[sanitize]".
 TEST_CASE("sanitizer subset", "[gpu][sanitize]") {

@@ -14,12 +14,25 @@ double RefProblem::scale() const {
     return softmax_scale != 0 ? softmax_scale : 1.0 / std::sqrt(double(head_dim));
 }
 
+// The diagonal of row i: i under top-left alignment, else bottom-right.
+static int64_t diagonal(const RefProblem &p, int64_t i) {
+    return p.mask == FMHA_MASK_CAUSAL_TOP_LEFT ? i : i + p.seqlen_k - p.seqlen_q;
+}
+
 int64_t RefProblem::last_visible_key(int64_t i) const {
-    switch (mask) {
-    case FMHA_MASK_CAUSAL_TOP_LEFT: return std::min(i, seqlen_k - 1);
-    case FMHA_MASK_CAUSAL_BOTTOM_RIGHT: return std::min(i + seqlen_k - seqlen_q, seqlen_k - 1);
-    default: return seqlen_k - 1;
-    }
+    int64_t last = seqlen_k - 1;
+    if (mask != FMHA_MASK_NONE) last = std::min(last, diagonal(*this, i));
+    else if (window_right >= 0) last = std::min(last, diagonal(*this, i) + window_right);
+    return last;
+}
+
+int64_t RefProblem::first_visible_key(int64_t i) const {
+    return window_left >= 0 ? std::max<int64_t>(0, diagonal(*this, i) - window_left) : 0;
+}
+
+double RefProblem::score(double dot) const {
+    const double s = dot * scale();
+    return softcap > 0 ? softcap * std::tanh(s / softcap) : s;
 }
 
 namespace {
@@ -83,7 +96,6 @@ RefResult reference_fp64(const RefProblem &p, const uint16_t *q, const uint16_t 
     RefResult r = allocate(p);
     const int64_t D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
     const int64_t group = p.num_q_heads / p.num_kv_heads;
-    const double scale = p.scale();
     for_each_head(p, threads, [&](int64_t b, int64_t h) {
         const int64_t hk = h / group;
         std::vector<double> Q = gather<double>(q, p.q, b, h, Sq, D, p.dtype);
@@ -93,20 +105,22 @@ RefResult reference_fp64(const RefProblem &p, const uint16_t *q, const uint16_t 
         for (int64_t i = 0; i < Sq; ++i) {
             double *o = &r.o[size_t(((b * p.num_q_heads + h) * Sq + i) * D)];
             double &lse = r.lse[size_t((b * p.num_q_heads + h) * Sq + i)];
-            const int64_t last = p.last_visible_key(i);
-            if (last < 0) {  // sees no key: O = 0 (already), LSE = -inf
-                lse = -std::numeric_limits<double>::infinity();
+            const int64_t first = p.first_visible_key(i), last = p.last_visible_key(i);
+            const bool has_sink = !p.sinks.empty();
+            const double sink = has_sink ? p.sinks[size_t(h)] : 0.0;
+            if (last < first) {  // sees no key: O = 0 (already), LSE = -inf or the sink
+                lse = has_sink ? sink : -std::numeric_limits<double>::infinity();
                 continue;
             }
-            double m = -std::numeric_limits<double>::infinity();
+            double m = has_sink ? sink : -std::numeric_limits<double>::infinity();
             const double *qi = &Q[size_t(i * D)];
-            for (int64_t j = 0; j <= last; ++j) {
-                s[size_t(j)] = dot(qi, &K[size_t(j * D)], D) * scale;
+            for (int64_t j = first; j <= last; ++j) {
+                s[size_t(j)] = p.score(dot(qi, &K[size_t(j * D)], D));
                 m = std::max(m, s[size_t(j)]);
             }
             std::fill(acc.begin(), acc.end(), 0.0);
-            double l = 0;
-            for (int64_t j = 0; j <= last; ++j) {
+            double l = has_sink ? std::exp(sink - m) : 0.0;
+            for (int64_t j = first; j <= last; ++j) {
                 const double pj = std::exp(s[size_t(j)] - m);
                 l += pj;
                 const double *vj = &V[size_t(j * D)];
@@ -134,22 +148,26 @@ RefResult reference_lowp(const RefProblem &p, const uint16_t *q, const uint16_t 
         for (int64_t i = 0; i < Sq; ++i) {
             double *o = &r.o[size_t(((b * p.num_q_heads + h) * Sq + i) * D)];
             double &lse = r.lse[size_t((b * p.num_q_heads + h) * Sq + i)];
-            const int64_t last = p.last_visible_key(i);
-            if (last < 0) {
-                lse = -std::numeric_limits<double>::infinity();
+            const int64_t first = p.first_visible_key(i), last = p.last_visible_key(i);
+            const bool has_sink = !p.sinks.empty();
+            const float sink = has_sink ? float(p.sinks[size_t(h)]) : 0.0f;
+            if (last < first) {
+                lse = has_sink ? double(sink) : -std::numeric_limits<double>::infinity();
                 continue;
             }
-            float m = -std::numeric_limits<float>::infinity();
+            float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
             const float *qi = &Q[size_t(i * D)];
-            for (int64_t j = 0; j <= last; ++j) {
-                s[size_t(j)] = dot(qi, &K[size_t(j * D)], D) * scale;
-                m = std::max(m, s[size_t(j)]);
+            for (int64_t j = first; j <= last; ++j) {
+                float sj = dot(qi, &K[size_t(j * D)], D) * scale;
+                if (p.softcap > 0) sj = float(p.softcap) * std::tanh(sj / float(p.softcap));
+                s[size_t(j)] = sj;
+                m = std::max(m, sj);
             }
             // P = exp(s - max) in float, summed unrounded for the denominator,
             // rounded to the dtype for P.V (as a kernel feeding tensor cores does).
-            float l = 0;
+            float l = has_sink ? std::exp(sink - m) : 0.0f;
             std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int64_t j = 0; j <= last; ++j) {
+            for (int64_t j = first; j <= last; ++j) {
                 const float pj = std::exp(s[size_t(j)] - m);
                 l += pj;
                 const float pr = round_to_lowp(pj, p.dtype);

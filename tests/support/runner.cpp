@@ -28,14 +28,24 @@ const char *mask_name(fmha_mask mask) {
 std::string Case::name() const {
     char scale[32] = "";
     if (softmax_scale != 0) std::snprintf(scale, sizeof scale, " scale=%g", (double)softmax_scale);
-    char buf[320];
+    char features[96] = "";
+    if (window_left >= 0 || window_right >= 0)
+        std::snprintf(features, sizeof features, " window=%d:%d", window_left, window_right);
+    if (softcap > 0)
+        std::snprintf(features + std::strlen(features), sizeof features - std::strlen(features),
+                      " softcap=%g", (double)softcap);
+    if (sinks)
+        std::snprintf(features + std::strlen(features), sizeof features - std::strlen(features),
+                      " sinks");
+    char buf[420];
     std::snprintf(buf, sizeof buf,
-                  "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s%s kernel=%s "
+                  "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s%s%s kernel=%s "
                   "seed=0x%016llx",
                   dtype_name(dtype), (long long)head_dim, (long long)batch,
                   (long long)num_q_heads, (long long)num_kv_heads, (long long)seqlen_q,
                   (long long)seqlen_k, mask_name(mask), layout_name(layout),
                   write_lse ? " lse" : "", scale, broadcast_kv ? " kv-batch-stride-0" : "",
+                  features,
                   kernel == FMHA_KERNEL_AUTO       ? "auto"
                   : kernel == FMHA_KERNEL_PORTABLE ? "portable"
                                                    : "hopper",
@@ -62,6 +72,12 @@ HostCase::HostCase(const Case &c) : case_(c) {
     hq_ = random_tensor(q_layout, c.batch, c.seqlen_q, c.num_q_heads, c.head_dim, c.dtype, rng);
     hk_ = random_tensor(k_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
     hv_ = random_tensor(v_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
+    if (c.sinks) {
+        // Sinks comparable to the scores (some above, some below a row's max).
+        std::normal_distribution<float> normal(0.0f, 2.0f);
+        sinks_.resize(size_t(c.num_q_heads));
+        for (float &x : sinks_) x = normal(rng);
+    }
 }
 
 size_t HostCase::lse_elems() const {
@@ -77,6 +93,10 @@ CaseData::CaseData(const Case &c) : HostCase(c) {
     k.upload(host_k().data());
     v.upload(host_v().data());
     if (c.write_lse) lse = DeviceBuffer(lse_elems(), 4, kGuard32);
+    if (c.sinks) {
+        sinks = DeviceBuffer(host_sinks().size(), 4, kGuard32);
+        sinks.upload(host_sinks().data());
+    }
     prefill_outputs();
 }
 
@@ -98,8 +118,11 @@ fmha_descriptor HostCase::descriptor() const {
     d.o_strides = o_layout.strides;
     d.softmax_scale = case_.softmax_scale;
     d.mask = case_.mask;
-    d.flags = case_.write_lse ? FMHA_FLAG_WRITE_LSE : 0u;
+    d.flags = (case_.write_lse ? FMHA_FLAG_WRITE_LSE : 0u) | (case_.sinks ? FMHA_FLAG_SINKS : 0u);
     d.kernel = case_.kernel;
+    d.window_left = case_.window_left;
+    d.window_right = case_.window_right;
+    d.softcap = case_.softcap;
     return d;
 }
 
@@ -112,6 +135,7 @@ fmha_tensors CaseData::tensors() const {
     t.v = static_cast<const uint16_t *>(v.data()) + v_layout.offset;
     t.o = static_cast<uint16_t *>(o.data()) + o_layout.offset;
     t.lse = config().write_lse ? static_cast<float *>(lse.data()) : nullptr;
+    t.sinks = config().sinks ? static_cast<const float *>(sinks.data()) : nullptr;
     return t;
 }
 
@@ -135,7 +159,7 @@ bool CaseData::guards_intact(std::string *why) const {
     const struct {
         const char *name;
         const DeviceBuffer *buf;
-    } bufs[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}};
+    } bufs[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"sinks", &sinks}};
     for (const auto &b : bufs) {
         if (b.buf->elems() == 0) continue;
         std::string w;
@@ -165,6 +189,10 @@ RefProblem HostCase::ref_problem() const {
     p.k = k_layout.strides;
     p.v = v_layout.strides;
     p.o = o_layout.strides;
+    p.window_left = case_.window_left;
+    p.window_right = case_.window_right;
+    p.softcap = case_.softcap;
+    for (float x : sinks_) p.sinks.push_back(double(x));
     return p;
 }
 

@@ -54,10 +54,11 @@ pub const FMHA_KERNEL_PORTABLE: fmha_kernel_family = 1;
 pub const FMHA_KERNEL_HOPPER: fmha_kernel_family = 2;
 
 pub const FMHA_FLAG_WRITE_LSE: u32 = 0x1;
+pub const FMHA_FLAG_SINKS: u32 = 0x2;
 
-pub const FMHA_DESCRIPTOR_VERSION: u32 = 1;
+pub const FMHA_DESCRIPTOR_VERSION: u32 = 2;
 pub const FMHA_PLAN_INFO_VERSION: u32 = 1;
-pub const FMHA_TENSORS_VERSION: u32 = 1;
+pub const FMHA_TENSORS_VERSION: u32 = 2;
 
 pub const FMHA_SM_ANY: i32 = 0;
 pub const FMHA_SM_CURRENT_DEVICE: i32 = -1;
@@ -94,6 +95,11 @@ pub struct fmha_descriptor {
     pub kernel: i32,
     pub device: i32,
     pub reserved0: i32,
+    // version 2
+    pub window_left: i32,
+    pub window_right: i32,
+    pub softcap: f32,
+    pub reserved1: i32,
 }
 
 /// Opaque plan handle. Only ever used behind a pointer.
@@ -134,6 +140,8 @@ pub struct fmha_tensors {
     pub v: *const c_void,
     pub o: *mut c_void,
     pub lse: *mut f32,
+    // version 2
+    pub sinks: *const f32,
 }
 
 #[link(name = "fmha")]

@@ -37,7 +37,9 @@ int main(void) {
     OFF(fmha_descriptor, o_strides); OFF(fmha_descriptor, softmax_scale);
     OFF(fmha_descriptor, mask); OFF(fmha_descriptor, flags);
     OFF(fmha_descriptor, kernel); OFF(fmha_descriptor, device);
-    OFF(fmha_descriptor, reserved0);
+    OFF(fmha_descriptor, reserved0); OFF(fmha_descriptor, window_left);
+    OFF(fmha_descriptor, window_right); OFF(fmha_descriptor, softcap);
+    OFF(fmha_descriptor, reserved1);
 
     SIZE(fmha_plan_info);
     OFF(fmha_plan_info, version); OFF(fmha_plan_info, kernel_family);
@@ -50,7 +52,7 @@ int main(void) {
     SIZE(fmha_tensors);
     OFF(fmha_tensors, version); OFF(fmha_tensors, reserved0);
     OFF(fmha_tensors, q); OFF(fmha_tensors, k); OFF(fmha_tensors, v);
-    OFF(fmha_tensors, o); OFF(fmha_tensors, lse);
+    OFF(fmha_tensors, o); OFF(fmha_tensors, lse); OFF(fmha_tensors, sinks);
 
     VAL(FMHA_VERSION_MAJOR); VAL(FMHA_VERSION_MINOR); VAL(FMHA_VERSION_PATCH);
     VAL(FMHA_VERSION_NUMBER);
@@ -64,7 +66,7 @@ int main(void) {
     VAL(FMHA_DTYPE_BF16); VAL(FMHA_DTYPE_FP16);
     VAL(FMHA_MASK_NONE); VAL(FMHA_MASK_CAUSAL_TOP_LEFT); VAL(FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
     VAL(FMHA_KERNEL_AUTO); VAL(FMHA_KERNEL_PORTABLE); VAL(FMHA_KERNEL_HOPPER);
-    VAL(FMHA_FLAG_WRITE_LSE);
+    VAL(FMHA_FLAG_WRITE_LSE); VAL(FMHA_FLAG_SINKS);
     VAL(FMHA_DESCRIPTOR_VERSION); VAL(FMHA_PLAN_INFO_VERSION); VAL(FMHA_TENSORS_VERSION);
     VAL(FMHA_SM_ANY); VAL(FMHA_SM_CURRENT_DEVICE);
     return 0;
@@ -101,12 +103,13 @@ fn rust_side() -> BTreeMap<String, i64> {
     size!(m, "fmha_descriptor", fmha_descriptor);
     off!(m, fmha_descriptor, version, dtype, batch, num_q_heads, num_kv_heads, seqlen_q,
          seqlen_k, head_dim, head_dim_v, q_strides, k_strides, v_strides, o_strides,
-         softmax_scale, mask, flags, kernel, device, reserved0);
+         softmax_scale, mask, flags, kernel, device, reserved0, window_left, window_right,
+         softcap, reserved1);
     size!(m, "fmha_plan_info", fmha_plan_info);
     off!(m, fmha_plan_info, version, kernel_family, kernel_name, device, device_sm, image_sm,
          image_is_ptx, tile_m, tile_n, threads_per_cta, shared_memory_bytes, workspace_bytes);
     size!(m, "fmha_tensors", fmha_tensors);
-    off!(m, fmha_tensors, version, reserved0, q, k, v, o, lse);
+    off!(m, fmha_tensors, version, reserved0, q, k, v, o, lse, sinks);
     val!(m, FMHA_VERSION_MAJOR, FMHA_VERSION_MINOR, FMHA_VERSION_PATCH, FMHA_VERSION_NUMBER,
          FMHA_STATUS_SUCCESS, FMHA_STATUS_INVALID_ARGUMENT, FMHA_STATUS_NOT_SUPPORTED,
          FMHA_STATUS_VERSION_MISMATCH, FMHA_STATUS_NO_DRIVER, FMHA_STATUS_NO_DEVICE,
@@ -116,7 +119,7 @@ fn rust_side() -> BTreeMap<String, i64> {
          FMHA_DTYPE_BF16, FMHA_DTYPE_FP16,
          FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_CAUSAL_BOTTOM_RIGHT,
          FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_HOPPER,
-         FMHA_FLAG_WRITE_LSE, FMHA_DESCRIPTOR_VERSION, FMHA_PLAN_INFO_VERSION,
+         FMHA_FLAG_WRITE_LSE, FMHA_FLAG_SINKS, FMHA_DESCRIPTOR_VERSION, FMHA_PLAN_INFO_VERSION,
          FMHA_TENSORS_VERSION, FMHA_SM_ANY, FMHA_SM_CURRENT_DEVICE);
     m
 }

@@ -16,14 +16,22 @@ struct RefProblem {
     fmha_mask mask = FMHA_MASK_NONE;
     double softmax_scale = 0;  // 0 means 1/sqrt(head_dim), as in the descriptor
     fmha_strides q{}, k{}, v{}, o{};
+    int32_t window_left = -1, window_right = -1;  // as in the descriptor
+    double softcap = 0;                            // 0: off
+    std::vector<double> sinks;                     // [num_q_heads], or empty
 
     double scale() const;
-    // Last key row i may see, or seqlen_k - 1 without a mask; < 0: sees none.
+    // Keys row i may see: [first_visible_key(i), last_visible_key(i)]; the
+    // row sees none when last < first (the diagonal and windows as in fmha.h).
+    int64_t first_visible_key(int64_t i) const;
     int64_t last_visible_key(int64_t i) const;
+    // The scaled (and soft-capped) score of a raw dot product.
+    double score(double dot) const;
 };
 
 // Results in logical order: o[((b * Hq + h) * Sq + i) * D + d],
-// lse[(b * Hq + h) * Sq + i] (natural log; -inf for a row that sees no key).
+// lse[(b * Hq + h) * Sq + i] (natural log; -inf for a row that sees no key,
+// or the head's sink logit when there are sinks).
 struct RefResult {
     std::vector<double> o;
     std::vector<double> lse;

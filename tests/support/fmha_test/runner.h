@@ -25,6 +25,9 @@ struct Case {
     bool write_lse = true;
     fmha_kernel_family kernel = FMHA_KERNEL_AUTO;
     bool broadcast_kv = false;  // K and V hold one batch, read with batch stride 0
+    int32_t window_left = -1, window_right = -1;  // -1: unbounded (descriptor v2)
+    float softcap = 0;                            // 0: off
+    bool sinks = false;                           // random per-head sink logits
     uint64_t seed = 1;
 
     // e.g. "bf16 hd128 b2 Hq8/Hkv2 sq17 sk1000 mask=bottom-right BSHD lse seed=0x..."
@@ -80,6 +83,7 @@ public:
     const std::vector<uint16_t> &host_q() const { return hq_; }
     const std::vector<uint16_t> &host_k() const { return hk_; }
     const std::vector<uint16_t> &host_v() const { return hv_; }
+    const std::vector<float> &host_sinks() const { return sinks_; }
 
     TensorLayout q_layout, k_layout, v_layout, o_layout;
     size_t lse_elems() const;
@@ -87,6 +91,7 @@ public:
 private:
     Case case_;
     std::vector<uint16_t> hq_, hk_, hv_;
+    std::vector<float> sinks_;
     std::unique_ptr<RefResult> ref64_, ref_lowp_;
 };
 
@@ -104,7 +109,7 @@ public:
     // Checks the guard bands of every buffer.
     bool guards_intact(std::string *why) const;
 
-    DeviceBuffer q, k, v, o, lse;
+    DeviceBuffer q, k, v, o, lse, sinks;
 };
 
 struct CaseResult {

@@ -20,6 +20,7 @@ __all__ = [
     "FMHA_VERSION_PATCH",
     "FMHA_VERSION_NUMBER",
     "FMHA_FLAG_WRITE_LSE",
+    "FMHA_FLAG_SINKS",
     "FMHA_DESCRIPTOR_VERSION",
     "FMHA_PLAN_INFO_VERSION",
     "FMHA_TENSORS_VERSION",
@@ -50,9 +51,10 @@ FMHA_VERSION_NUMBER = FMHA_VERSION_MAJOR * 10000 + FMHA_VERSION_MINOR * 100 + FM
 # Other macros.
 # --------------------------------------------------------------------------
 FMHA_FLAG_WRITE_LSE = 0x1
-FMHA_DESCRIPTOR_VERSION = 1
+FMHA_FLAG_SINKS = 0x2
+FMHA_DESCRIPTOR_VERSION = 2
 FMHA_PLAN_INFO_VERSION = 1
-FMHA_TENSORS_VERSION = 1
+FMHA_TENSORS_VERSION = 2
 FMHA_SM_ANY = 0
 FMHA_SM_CURRENT_DEVICE = -1
 
@@ -157,6 +159,11 @@ class FmhaDescriptor(ctypes.Structure):
         ("kernel", ctypes.c_int32),
         ("device", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
+        # version 2
+        ("window_left", ctypes.c_int32),
+        ("window_right", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("reserved1", ctypes.c_int32),
     ]
 
     def __repr__(self) -> str:
@@ -196,6 +203,8 @@ class FmhaTensors(ctypes.Structure):
         ("v", ctypes.c_void_p),
         ("o", ctypes.c_void_p),
         ("lse", ctypes.POINTER(ctypes.c_float)),
+        # version 2
+        ("sinks", ctypes.POINTER(ctypes.c_float)),
     ]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ._abi import (
     FMHA_DESCRIPTOR_VERSION,
+    FMHA_FLAG_SINKS,
     FMHA_FLAG_WRITE_LSE,
     FMHA_PLAN_INFO_VERSION,
     FMHA_SM_ANY as SM_ANY,
@@ -110,6 +111,7 @@ __all__ = [
     "FMHA_DESCRIPTOR_VERSION",
     "FMHA_TENSORS_VERSION",
     "FMHA_PLAN_INFO_VERSION",
+    "FMHA_FLAG_SINKS",
     "FMHA_FLAG_WRITE_LSE",
     # errors
     "FmhaError",

@@ -97,6 +97,7 @@ class _Call:
     write_lse: bool
     out_shape: Tuple[int, int, int, int]
     lse_shape: Tuple[int, int, int]
+    sinks: Optional[TensorView] = None
 
 
 def _prepare(
@@ -112,6 +113,9 @@ def _prepare(
     lse_out: Any,
     kernel: Any,
     stream: Any,
+    window: Optional[Tuple[int, int]] = None,
+    softcap: Optional[float] = None,
+    sinks: Any = None,
 ) -> _Call:
     layout = parse_layout(layout)
     stream_ptr = resolve_stream(stream, q)
@@ -169,6 +173,14 @@ def _prepare(
     elif write_lse and framework_of(q) != "torch":
         raise ValueError("lse_out= is required for return_lse=True when q is not a torch.Tensor")
 
+    sv: Optional[TensorView] = None
+    if sinks is not None:
+        sv = view(sinks, "sinks", stream_ptr)
+        if sv.dtype_name != "float32":
+            raise TypeError(f"sinks must be float32, got {sv.dtype_name}")
+        if sv.shape != (dq.heads,) or not sv.is_contiguous():
+            raise ValueError(f"sinks must be a contiguous float32 tensor of shape ({dq.heads},), got {sv.shape}")
+
     descriptor = make_descriptor(
         batch=dq.batch,
         num_q_heads=dq.heads,
@@ -187,8 +199,11 @@ def _prepare(
         write_lse=write_lse,
         kernel=kernel,
         device=device,
+        window=window,
+        softcap=softcap,
+        sinks=sv is not None,
     )
-    return _Call(descriptor, layout, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape)
+    return _Call(descriptor, layout, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape, sv)
 
 
 def describe(
@@ -204,6 +219,9 @@ def describe(
     lse_out: Any = None,
     kernel: Any = "auto",
     stream: Any = None,
+    window: Optional[Tuple[int, int]] = None,
+    softcap: Optional[float] = None,
+    sinks: Any = None,
 ) -> FmhaDescriptor:
     """The descriptor :func:`attention` would use for these arguments.
 
@@ -213,6 +231,7 @@ def describe(
     return _prepare(
         q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout,
         out=out, lse_out=lse_out, kernel=kernel, stream=stream,
+        window=window, softcap=softcap, sinks=sinks,
     ).descriptor
 
 
@@ -256,6 +275,9 @@ def attention(
     kernel: Any = "auto",
     stream: Any = None,
     workspace: Any = None,
+    window: Optional[Tuple[int, int]] = None,
+    softcap: Optional[float] = None,
+    sinks: Any = None,
 ) -> Any:
     """Fused attention ``softmax(scale * Q K^T + mask) V``.
 
@@ -290,6 +312,12 @@ def attention(
             default stream.
         workspace: device buffer for plans that need workspace. Default:
             allocated with torch (torch inputs) or CuPy (CuPy inputs).
+        window: ``(left, right)`` sliding window around each row's diagonal
+            (bottom-right aligned unless ``causal="top_left"``); -1 leaves a
+            side unbounded. ``None``: no window.
+        softcap: logit soft-cap: scores become ``softcap * tanh(s / softcap)``.
+        sinks: float32 ``[num_q_heads]`` sink logits joining each row's
+            softmax denominator (LSE includes them).
 
     Returns:
         ``out``, or ``(out, lse)`` when ``return_lse`` is true.
@@ -309,6 +337,7 @@ def attention(
     call = _prepare(
         q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout,
         out=out, lse_out=lse_out, kernel=kernel, stream=stream,
+        window=window, softcap=softcap, sinks=sinks,
     )
     allocated = []
     if call.out is None:  # torch input (checked by _prepare)
@@ -340,7 +369,8 @@ def attention(
         for t in allocated:
             _record_stream(t, call.stream)
         # Raw addresses: the views (and any DLPack capsules) live in `call`.
-        plan.run(call.q.ptr, call.k.ptr, call.v.ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream)
+        plan.run(call.q.ptr, call.k.ptr, call.v.ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream,
+                 sinks=call.sinks.ptr if call.sinks is not None else None)
 
     if return_lse:
         return out, lse

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
 from ._abi import (
+    FMHA_FLAG_SINKS,
     FMHA_FLAG_WRITE_LSE,
     FMHA_PLAN_INFO_VERSION,
     FMHA_TENSORS_VERSION,
@@ -121,6 +122,11 @@ class Plan:
         return bool(self._descriptor.flags & FMHA_FLAG_WRITE_LSE)
 
     @property
+    def uses_sinks(self) -> bool:
+        """Whether the plan adds attention sinks (runs then need ``sinks=``)."""
+        return bool(self._descriptor.flags & FMHA_FLAG_SINKS)
+
+    @property
     def workspace_size(self) -> int:
         """Bytes of device workspace :meth:`run` needs (may be 0)."""
         return self._workspace_size
@@ -162,6 +168,7 @@ class Plan:
         workspace: Any = None,
         stream: Any = None,
         workspace_bytes: Optional[int] = None,
+        sinks: Any = None,
     ) -> None:
         """Enqueue attention on ``stream``; returns without synchronizing.
 
@@ -192,6 +199,11 @@ class Plan:
         lse_ptr, alive = data_pointer(lse, "lse", stream_ptr)
         keep.append(alive)
         tensors.lse = ctypes.cast(ctypes.c_void_p(lse_ptr), ctypes.POINTER(ctypes.c_float))
+        if self.uses_sinks and sinks is None:
+            raise ValueError("this plan has attention sinks (FMHA_FLAG_SINKS): pass sinks=")
+        sinks_ptr, alive = data_pointer(sinks, "sinks", stream_ptr)
+        keep.append(alive)
+        tensors.sinks = ctypes.cast(ctypes.c_void_p(sinks_ptr), ctypes.POINTER(ctypes.c_float))
 
         ws_ptr, ws_bytes = 0, 0
         if workspace is not None:

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._abi import (
     FMHA_DESCRIPTOR_VERSION,
+    FMHA_FLAG_SINKS,
     FMHA_FLAG_WRITE_LSE,
     FMHA_SM_ANY,
     DType,
@@ -235,8 +236,15 @@ def make_descriptor(
     write_lse: bool = False,
     kernel: Any = None,
     device: Optional[int] = None,
+    window: Optional[Tuple[int, int]] = None,
+    softcap: Optional[float] = None,
+    sinks: bool = False,
 ) -> FmhaDescriptor:
     """Build a descriptor: library defaults first, then the given fields.
+
+    ``window=(left, right)`` is the sliding window (-1: unbounded side),
+    ``softcap`` the logit soft-cap (None/0: off), ``sinks=True`` sets
+    FMHA_FLAG_SINKS (the run then needs a sinks tensor).
 
     Values are only converted here, not range-checked: the library validates
     them (and its error names the field). See the module docstring for the
@@ -294,6 +302,14 @@ def make_descriptor(
         desc.kernel = parse_kernel(kernel)
     if device is not None:
         desc.device = _int32("device", device)
+    if window is not None:
+        left, right = window
+        desc.window_left = _int32("window left", -1 if left is None else left)
+        desc.window_right = _int32("window right", -1 if right is None else right)
+    if softcap is not None:
+        desc.softcap = float(softcap)
+    if sinks:
+        desc.flags |= FMHA_FLAG_SINKS
     return desc
 
 

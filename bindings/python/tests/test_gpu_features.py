@@ -1,0 +1,114 @@
+"""GPU tests of the descriptor-v2 features through fmha.attention: sliding
+windows, logit soft-capping and attention sinks, against a float64
+reference built here (torch SDPA has no sinks or softcap to compare with).
+
+Same-precision baseline: the float64 reference's own result rounded to the
+dtype, so the bound is |fmha - ref64| <= 2 * |round(ref64) - ref64| + the
+error of rounding P to 16 bits (measured by a float32 twin that rounds P).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import pytest
+
+try:
+    import torch
+except ImportError:
+    pytest.skip("torch is not installed: GPU tests need torch and a CUDA device", allow_module_level=True)
+if not torch.cuda.is_available():
+    pytest.skip("torch sees no CUDA device: GPU tests skipped", allow_module_level=True)
+
+import fmha
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("lib")]
+
+
+def reference(q, k, v, *, causal: Optional[str], window: Optional[Tuple[int, int]],
+              softcap: Optional[float], sinks: Optional[torch.Tensor], p_dtype=None):
+    """O [B, Sq, Hq, D] and LSE [B, Hq, Sq] in float64 (BSHD inputs). With
+    p_dtype, P is rounded to it before P.V (a same-precision twin)."""
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    qf = q.double().transpose(1, 2)
+    kf = k.double().transpose(1, 2).repeat_interleave(hq // hk, 1)
+    vf = v.double().transpose(1, 2).repeat_interleave(hq // hk, 1)
+    s = qf @ kf.transpose(-1, -2) / math.sqrt(d)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(sq, device=q.device)[:, None]
+    j = torch.arange(sk, device=q.device)[None, :]
+    diag = i if causal == "top_left" else i + (sk - sq)
+    ok = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if causal:
+        ok &= j <= diag
+    if window is not None:
+        left, right = window
+        if left >= 0:
+            ok &= j >= diag - left
+        if right >= 0 and not causal:
+            ok &= j <= diag + right
+    s = s.masked_fill(~ok, float("-inf"))
+    if sinks is not None:
+        sink = sinks.double()[None, :, None, None].expand(b, hq, sq, 1)
+        s_all = torch.cat([s, sink], dim=-1)
+    else:
+        s_all = s
+    lse = torch.logsumexp(s_all, dim=-1)
+    p = torch.exp(s - lse[..., None])
+    p = torch.nan_to_num(p, nan=0.0)  # rows with nothing visible and no sink
+    if p_dtype is not None:
+        p = p.to(p_dtype).double()
+    o = (p @ vf).transpose(1, 2)
+    return o, lse
+
+
+CASES = [
+    dict(causal="bottom_right", window=(100, -1)),
+    dict(causal=None, window=(37, 50)),
+    dict(causal=None, window=(0, 0)),
+    dict(causal=None, softcap=30.0),
+    dict(causal="top_left", softcap=2.0),
+    dict(causal=None, sinks=True),
+    dict(causal="bottom_right", sinks=True),
+    dict(causal="bottom_right", window=(64, -1), softcap=20.0, sinks=True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("lengths", [(300, 1000), (1000, 300), (257, 257)], ids=lambda x: f"{x[0]}x{x[1]}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_features_match_reference(dtype, lengths, case) -> None:
+    torch.manual_seed(hash((str(dtype), lengths, str(case))) & 0xFFFF)
+    sq, sk = lengths
+    b, hq, hk, d = 2, 8, 2, 128
+    q = torch.randn(b, sq, hq, d, dtype=dtype, device="cuda")
+    k = torch.randn(b, sk, hk, d, dtype=dtype, device="cuda")
+    v = torch.randn(b, sk, hk, d, dtype=dtype, device="cuda")
+    sinks = torch.randn(hq, dtype=torch.float32, device="cuda") * 2 if case.get("sinks") else None
+    out = torch.full_like(q, float("nan"))
+    o, lse = fmha.attention(q, k, v, causal=case.get("causal"), window=case.get("window"),
+                            softcap=case.get("softcap"), sinks=sinks, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    ref_o, ref_lse = reference(q, k, v, causal=case.get("causal"), window=case.get("window"),
+                               softcap=case.get("softcap"), sinks=sinks)
+    twin_o, _ = reference(q, k, v, causal=case.get("causal"), window=case.get("window"),
+                          softcap=case.get("softcap"), sinks=sinks, p_dtype=dtype)
+    assert not torch.isnan(o).any(), "unwritten or NaN output"
+    err = (o.double() - ref_o).abs().max().item()
+    base = max((twin_o.to(dtype).double() - ref_o).abs().max().item(), 1e-5 * ref_o.abs().max().item(), 1e-6)
+    assert err <= 2 * base, f"O error {err:.3g} > 2 x same-precision {base:.3g}"
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(finite, torch.isfinite(lse)), "LSE -inf rows differ"
+    lerr = (lse.double() - ref_lse)[finite].abs().max().item() if finite.any() else 0.0
+    assert lerr <= 1e-3 * (1 + ref_lse[finite].abs().max().item()), f"LSE error {lerr:.3g}"
+
+
+def test_sinks_are_required_when_planned() -> None:
+    q = torch.randn(1, 16, 2, 64, dtype=torch.bfloat16, device="cuda")
+    desc = fmha.describe(q, q, q, sinks=torch.zeros(2, device="cuda"))
+    with fmha.Plan(desc) as plan:
+        with pytest.raises(ValueError, match="sinks"):
+            plan.run(q, q, q, torch.empty_like(q))

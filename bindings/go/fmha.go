@@ -20,7 +20,7 @@ package fmha
 // Builds the tensors struct on the C side so Go never converts integers
 // (device addresses) to unsafe.Pointer.
 static fmha_status fmha_go_run(const fmha_plan *plan, uintptr_t q, uintptr_t k,
-                               uintptr_t v, uintptr_t o, uintptr_t lse,
+                               uintptr_t v, uintptr_t o, uintptr_t lse, uintptr_t sinks,
                                uintptr_t workspace, size_t workspace_bytes,
                                uintptr_t stream) {
     fmha_tensors t;
@@ -31,6 +31,7 @@ static fmha_status fmha_go_run(const fmha_plan *plan, uintptr_t q, uintptr_t k,
     t.v = (const void *)v;
     t.o = (void *)o;
     t.lse = (float *)lse;
+    t.sinks = (const float *)sinks;
     return fmha_run(plan, &t, (void *)workspace, workspace_bytes,
                     (fmha_stream)stream);
 }
@@ -68,8 +69,7 @@ const (
 const FlagWriteLSE uint32 = 0x1
 
 // FlagSinks in Descriptor.Flags (descriptor version 2) adds a per-head sink
-// logit to each row's softmax denominator; the sinks pointer is set through
-// the C API (this binding does not pass one yet, so Run rejects such plans).
+// logit to each row's softmax denominator; Run then needs Tensors.Sinks.
 const FlagSinks uint32 = 0x2
 
 // DType is the element type of Q, K, V and O (fmha_dtype).
@@ -275,6 +275,8 @@ type Stream uintptr
 // FlagWriteLSE.
 type Tensors struct {
 	Q, K, V, O, LSE DevicePtr
+	// Sinks: float32 [NumQHeads] sink logits, required with FlagSinks.
+	Sinks DevicePtr
 }
 
 // PlanInfo says what a plan chose (fmha_plan_info).
@@ -390,7 +392,7 @@ func (p *Plan) Run(t Tensors, workspace DevicePtr, workspaceBytes uint64, stream
 	}
 	return call(func() C.fmha_status {
 		return C.fmha_go_run(p.p, C.uintptr_t(t.Q), C.uintptr_t(t.K), C.uintptr_t(t.V),
-			C.uintptr_t(t.O), C.uintptr_t(t.LSE), C.uintptr_t(workspace),
+			C.uintptr_t(t.O), C.uintptr_t(t.LSE), C.uintptr_t(t.Sinks), C.uintptr_t(workspace),
 			C.size_t(workspaceBytes), C.uintptr_t(stream))
 	})
 }

@@ -274,3 +274,23 @@ func TestDescriptorHasNoGoPointers(t *testing.T) {
 	}
 	check(reflect.TypeOf(Descriptor{}))
 }
+
+func TestWindowSoftcapSinks(t *testing.T) {
+	d := valid(t)
+	d.WindowLeft, d.WindowRight = 128, -1
+	d.Softcap = 30
+	d.Flags |= FlagSinks
+	if err := CheckSupport(d, SMAny); err != nil {
+		t.Fatalf("window/softcap/sinks rejected: %v", err)
+	}
+	d.Kernel = KernelHopper
+	if err := CheckSupport(d, 90); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("the Hopper kernel should decline them, got %v", err)
+	}
+	d.Kernel = KernelAuto
+	d.WindowLeft = -2
+	err := CheckSupport(d, SMAny)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "window_left") {
+		t.Fatalf("window_left -2: got %v", err)
+	}
+}

@@ -483,6 +483,28 @@ impl Descriptor {
         self.raw.device = device;
         self
     }
+    /// Sliding window around each row's diagonal: keys more than `left`
+    /// before or `right` after it are masked; -1 leaves a side unbounded.
+    pub fn window(mut self, left: i32, right: i32) -> Self {
+        self.raw.window_left = left;
+        self.raw.window_right = right;
+        self
+    }
+    /// Logit soft-capping: scores become `cap * tanh(s / cap)`; 0 turns it off.
+    pub fn softcap(mut self, cap: f32) -> Self {
+        self.raw.softcap = cap;
+        self
+    }
+    /// Attention sinks: runs then need [`Tensors::sinks`] (one float32
+    /// logit per query head, joining every row's softmax denominator).
+    pub fn sinks(mut self, on: bool) -> Self {
+        if on {
+            self.raw.flags |= sys::FMHA_FLAG_SINKS;
+        } else {
+            self.raw.flags &= !sys::FMHA_FLAG_SINKS;
+        }
+        self
+    }
 }
 
 /// Says whether `desc` is valid and supported, without creating anything.
@@ -648,6 +670,13 @@ impl Tensors {
     /// when the descriptor has [`Descriptor::write_lse`].
     pub fn lse(mut self, lse: *mut f32) -> Self {
         self.raw.lse = lse;
+        self
+    }
+
+    /// float32 `[num_q_heads]` sink logits, required when the descriptor
+    /// has [`Descriptor::sinks`].
+    pub fn sinks(mut self, sinks: *const f32) -> Self {
+        self.raw.sinks = sinks;
         self
     }
 

@@ -189,3 +189,22 @@ fn plan_is_send_and_sync() {
     assert_send_sync::<Plan>();
     assert_send_sync::<Error>();
 }
+
+#[test]
+fn windows_softcap_and_sinks() {
+    let d = valid().window(128, -1).softcap(30.0).sinks(true);
+    let r = d.as_raw();
+    assert_eq!((r.window_left, r.window_right), (128, -1));
+    assert_eq!(r.softcap, 30.0);
+    assert_ne!(r.flags & sys::FMHA_FLAG_SINKS, 0);
+    check_support(&d, SM_ANY).unwrap();
+    // The portable kernel takes them everywhere; the Hopper one declines.
+    check_support(&d, 90).unwrap();
+    let err = check_support(&d.kernel(KernelFamily::Hopper), 90).unwrap_err();
+    assert_eq!(err.status, Status::NotSupported);
+    let err = check_support(&valid().window(-2, -1), SM_ANY).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("window_left"), "{}", err.message);
+    let d = Descriptor::new().unwrap();
+    assert_eq!((d.as_raw().window_left, d.as_raw().window_right), (-1, -1));
+}

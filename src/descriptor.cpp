@@ -11,6 +11,7 @@ namespace {
 uint32_t current_version(const fmha_descriptor *) { return FMHA_DESCRIPTOR_VERSION; }
 uint32_t current_version(const fmha_tensors *) { return FMHA_TENSORS_VERSION; }
 uint32_t current_version(const fmha_plan_info *) { return FMHA_PLAN_INFO_VERSION; }
+uint32_t current_version(const fmha_merge_descriptor *) { return FMHA_MERGE_DESCRIPTOR_VERSION; }
 
 
 template <typename T>
@@ -52,6 +53,14 @@ FMHA_API fmha_status fmha_descriptor_init(fmha_descriptor *desc, uint32_t versio
     fmha::descriptor_defaults(&defaults);
     defaults.version = version;
     std::memcpy(desc, &defaults, size);
+    return FMHA_STATUS_SUCCESS;
+}
+
+FMHA_API fmha_status fmha_merge_descriptor_init(fmha_merge_descriptor *desc, uint32_t version) {
+    FMHA_TRY(init_struct(desc, version, fmha::merge_descriptor_size(version),
+                         "fmha_merge_descriptor"));
+    desc->dtype = FMHA_DTYPE_BF16;
+    desc->part_strides.dim = desc->o_strides.dim = 1;
     return FMHA_STATUS_SUCCESS;
 }
 

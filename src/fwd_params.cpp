@@ -40,6 +40,22 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     f.hi_offset = p.mask != FMHA_MASK_NONE ? diagonal : diagonal + p.window_right;
     f.has_lo = p.window_left >= 0;
     f.lo_offset = diagonal - p.window_left;
+    f.cu_seqlens_q = p.varlen_q ? t.cu_seqlens_q : nullptr;
+    f.cu_seqlens_k = p.varlen_k ? t.cu_seqlens_k : nullptr;
+    f.seqused_k = p.seqused_k ? t.seqused_k : nullptr;
+    f.block_table = p.paged_kv ? t.block_table : nullptr;
+    f.page_size = p.paged_kv ? p.page_size : 0;
+    f.page_shift = -1;
+    for (int shift = 0; shift < 31; ++shift)
+        if (f.page_size == (1 << shift)) f.page_shift = shift;
+    f.max_pages_per_seq = static_cast<int32_t>(p.max_pages_per_seq);
+    f.num_pages = static_cast<int32_t>(p.num_pages);
+    f.mask = p.mask;
+    f.window_left = p.window_left;
+    f.window_right = p.window_right;
+    // LSE is [batch, heads, seqlen_q], or [heads, total_q] for packed rows.
+    f.lse_batch_stride = p.varlen_q ? 0 : p.num_q_heads * p.seqlen_q;
+    f.lse_head_stride = p.varlen_q ? p.total_q : p.seqlen_q;
     return f;
 }
 

@@ -5,7 +5,7 @@
 
 namespace fmha {
 
-bool is_supported_head_dim(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 256; }
+bool is_supported_head_dim(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 256 || d == 512; }
 
 static fmha_status need_image(const char *family, int sm) {
     if (find_image(family, sm) == nullptr)
@@ -16,8 +16,14 @@ static fmha_status need_image(const char *family, int sm) {
     return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status select_kernel(const Problem &p, int sm, KernelChoice *out) {
+fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
+    const int sm = dev.sm;
     const bool hopper_device = sm == 90;
+    if (p.kernel == FMHA_KERNEL_DECODE || (p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p))) {
+        FMHA_TRY(need_image("decode", sm));
+        FMHA_TRY(need_image("combine", sm));
+        return decode_configure(p, dev, out);
+    }
     if (p.kernel == FMHA_KERNEL_HOPPER) {
         if (!hopper_device)
             return fail(FMHA_STATUS_NOT_SUPPORTED,

@@ -18,18 +18,31 @@ struct KernelChoice {
     int tile_m = 0, tile_n = 0, threads = 0;
     int smem_bytes = 0;
     uint64_t workspace_bytes = 0;
+    int num_splits = 1;                          // split-KV parts (decode kernel)
+    const char *combine_kernel_name = nullptr;   // second entry point (split-KV combine), if any
     LaunchFn launch = nullptr;
 };
 
 bool is_supported_head_dim(int64_t head_dim);
 
-// Picks the family (honouring p.kernel) and fills the launch shape. `sm` is
-// the device's compute capability. Fails with NOT_SUPPORTED or
-// NO_KERNEL_IMAGE, naming why.
-fmha_status select_kernel(const Problem &p, int sm, KernelChoice *out);
+// What kernel selection knows of the device. num_sms and max_smem are 0 for
+// a support query made without a device (fmha_check_support with an sm).
+struct DeviceLimits {
+    int sm = 0;        // compute capability, major*10+minor
+    int num_sms = 0;   // for split-KV and persistent grids
+    int max_smem = 0;  // opt-in shared memory per block, bytes
+};
+
+// Picks the family (honouring p.kernel) and fills the launch shape. Fails
+// with NOT_SUPPORTED or NO_KERNEL_IMAGE, naming why.
+fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 
 // Per-family configuration, in launch_<family>.cpp.
 fmha_status portable_configure(const Problem &p, KernelChoice *out);
 fmha_status sm90_configure(const Problem &p, KernelChoice *out);
+fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
+// True when AUTO should use the decode kernel: few query rows per KV head,
+// head_dim 512, or an explicit split count.
+bool prefers_decode(const Problem &p);
 
 }  // namespace fmha

@@ -34,6 +34,11 @@ fmha_status portable_launch(const fmha_plan &plan, const fmha_tensors &t, void *
 }  // namespace
 
 fmha_status portable_configure(const Problem &p, KernelChoice *out) {
+    if (p.head_dim == 512 || p.num_splits > 1)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "head_dim %lld / num_splits %d: head_dim 512 and split-KV run on the "
+                    "decode kernel",
+                    (long long)p.head_dim, p.num_splits);
     const TileShape tile = portable_tile(static_cast<int>(p.head_dim));
     const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
     if (m_blocks * p.num_q_heads * p.batch > INT_MAX)

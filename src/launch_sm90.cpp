@@ -67,6 +67,14 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
 }  // namespace
 
 fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
+    if (!p.is_dense())
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "the Hopper kernel does not yet read varlen, seqused_k or paged KV (the "
+                    "portable and decode kernels do)");
+    if (p.head_dim == 512 || p.num_splits > 1)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "head_dim 512 and split-KV (num_splits %d) run on the decode kernel",
+                    p.num_splits);
     if (p.has_window() || p.softcap > 0.0f || p.sinks)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel does not yet do sliding windows, softcap or sinks (the "

@@ -1,10 +1,12 @@
 // Plan creation and introspection, and the support query.
 #include "plan.h"
 
+#include <cstring>
 #include <new>
 
 #include "context.h"
 #include "errors.h"
+#include "struct_versions.h"
 #include "validate.h"
 
 extern "C" {
@@ -56,7 +58,11 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
     plan->retained_primary = dc.retained_primary;
 
     fmha_status st = fmha::check_device(p, dc.sm);
-    if (st == FMHA_STATUS_SUCCESS) st = fmha::select_kernel(p, dc.sm, &plan->choice);
+    fmha::DeviceLimits limits;
+    limits.sm = dc.sm;
+    limits.num_sms = dc.num_sms;
+    limits.max_smem = dc.max_smem_optin;
+    if (st == FMHA_STATUS_SUCCESS) st = fmha::select_kernel(p, limits, &plan->choice);
     if (st == FMHA_STATUS_SUCCESS && plan->choice.smem_bytes > dc.max_smem_optin)
         st = fmha::fail(FMHA_STATUS_NOT_SUPPORTED,
                         "kernel %s needs %d bytes of shared memory; sm_%d offers %d",
@@ -66,6 +72,11 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
         plan->image = fmha::find_image(plan->choice.image_family, dc.sm);
         st = fmha::load_function(*drv, dc.ctx, *plan->image, plan->choice.kernel_name,
                                  &plan->function);
+    }
+    if (st == FMHA_STATUS_SUCCESS && plan->choice.combine_kernel_name != nullptr) {
+        const fmha::EmbeddedImage *combine = fmha::find_image("combine", dc.sm);
+        st = fmha::load_function(*drv, dc.ctx, *combine, plan->choice.combine_kernel_name,
+                                 &plan->combine_function);
     }
     if (st == FMHA_STATUS_SUCCESS && plan->choice.smem_bytes > 48 * 1024) {
         CUresult res = drv->func_set_attribute(plan->function,
@@ -99,21 +110,27 @@ FMHA_API fmha_status fmha_plan_get_info(const fmha_plan *plan, fmha_plan_info *i
     fmha::clear_error();
     if (plan == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan is NULL");
     if (info == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "info is NULL");
-    if (info->version != FMHA_PLAN_INFO_VERSION)
+    const size_t size = fmha::plan_info_size(info->version);
+    if (size == 0)
         return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
-                          "fmha_plan_info.version is %u: this library knows version %d",
+                          "fmha_plan_info.version is %u: this library knows versions 1 to %d",
                           info->version, FMHA_PLAN_INFO_VERSION);
-    info->kernel_family = plan->choice.family;
-    info->kernel_name = plan->choice.kernel_name;
-    info->device = plan->device_ordinal;
-    info->device_sm = plan->device_sm;
-    info->image_sm = plan->image->sm;
-    info->image_is_ptx = plan->image->is_ptx;
-    info->tile_m = plan->choice.tile_m;
-    info->tile_n = plan->choice.tile_n;
-    info->threads_per_cta = plan->choice.threads;
-    info->shared_memory_bytes = plan->choice.smem_bytes;
-    info->workspace_bytes = plan->choice.workspace_bytes;
+    fmha_plan_info full;
+    std::memset(&full, 0, sizeof full);
+    full.version = info->version;
+    full.kernel_family = plan->choice.family;
+    full.kernel_name = plan->choice.kernel_name;
+    full.device = plan->device_ordinal;
+    full.device_sm = plan->device_sm;
+    full.image_sm = plan->image->sm;
+    full.image_is_ptx = plan->image->is_ptx;
+    full.tile_m = plan->choice.tile_m;
+    full.tile_n = plan->choice.tile_n;
+    full.threads_per_cta = plan->choice.threads;
+    full.shared_memory_bytes = plan->choice.smem_bytes;
+    full.workspace_bytes = plan->choice.workspace_bytes;
+    full.num_splits = plan->choice.num_splits;
+    std::memcpy(info, &full, size);  // only the caller's version: older structs are shorter
     return FMHA_STATUS_SUCCESS;
 }
 

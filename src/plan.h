@@ -6,6 +6,7 @@
 #include "driver.h"
 #include "images.h"
 #include "kernel_select.h"
+#include "merge_problem.h"
 #include "problem.h"
 
 struct fmha_plan {
@@ -20,4 +21,7 @@ struct fmha_plan {
     bool retained_primary = false;  // release the primary context on destroy
     const fmha::EmbeddedImage *image = nullptr;
     CUfunction function = nullptr;
+    CUfunction combine_function = nullptr;  // split-KV combine or merge, if the plan has one
+    bool is_merge = false;                  // made by fmha_create_merge_plan
+    fmha::MergeProblem merge;               // valid when is_merge
 };

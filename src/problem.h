@@ -6,6 +6,8 @@
 
 namespace fmha {
 
+constexpr int kMaxSplits = 128;  // descriptor.num_splits upper bound
+
 struct Problem {
     fmha_dtype dtype;
     int64_t batch, num_q_heads, num_kv_heads;
@@ -21,6 +23,21 @@ struct Problem {
     int32_t window_left = -1;    // -1: unbounded
     int32_t window_right = -1;
     float softcap = 0.0f;        // 0: off
+    // Descriptor version 3: variable lengths, paged KV, split-KV.
+    bool varlen_q = false;       // Q/O packed [total_q, heads, dim], cu_seqlens_q
+    bool varlen_k = false;       // key counts (and, unpaged, K/V rows) from cu_seqlens_k
+    bool seqused_k = false;      // key counts from seqused_k
+    bool paged_kv = false;       // K/V [num_pages, page_size, heads, dim] + block_table
+    int64_t total_q = 0, total_k = 0;
+    int64_t num_pages = 0, max_pages_per_seq = 0;
+    int32_t page_size = 0;
+    int32_t num_splits = 0;      // as requested: 0 automatic
+
+    // True when every sequence has seqlen_q queries and seqlen_k keys in
+    // plain strided tensors: what the Hopper kernel's tensor maps address.
+    bool is_dense() const { return !varlen_q && !varlen_k && !seqused_k && !paged_kv; }
+    // Rows of Q/O as the kernels index them: packed rows, or batch x seqlen_q.
+    int64_t q_rows() const { return varlen_q ? total_q : batch * seqlen_q; }
 
     // The diagonal of row i is i + diagonal_offset().
     int64_t diagonal_offset() const {

@@ -18,6 +18,22 @@ fmha_status check_pointer(const char *name, const void *ptr) {
     return FMHA_STATUS_SUCCESS;
 }
 
+// A version-3 index array: required iff its flag is set, int32-aligned.
+fmha_status check_index_array(const char *name, const int32_t *ptr, bool required,
+                              const char *flag, uint32_t tensors_version) {
+    if (!required) return FMHA_STATUS_SUCCESS;
+    if (ptr == nullptr)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                          "tensors.%s is NULL but the descriptor sets %s%s", name, flag,
+                          tensors_version < 3 ? " (fmha_tensors before version 3 has no index "
+                                                "arrays)"
+                                              : "");
+    if (reinterpret_cast<uintptr_t>(ptr) % 4 != 0)
+        return fmha::fail(FMHA_STATUS_MISALIGNED, "tensors.%s is %p: must be 4-byte aligned",
+                          name, (const void *)ptr);
+    return FMHA_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *t_in,
@@ -25,6 +41,9 @@ extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tenso
                                          fmha_stream stream) {
     fmha::clear_error();
     if (plan == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "plan is NULL");
+    if (plan->is_merge)
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                          "plan is a merge plan: run it with fmha_run_merge");
     if (t_in == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors is NULL");
     if (fmha::tensors_size(t_in->version) == 0)
         return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
@@ -57,6 +76,15 @@ extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tenso
             return fmha::fail(FMHA_STATUS_MISALIGNED,
                               "tensors.sinks is %p: must be 4-byte aligned", (const void *)t->sinks);
     }
+    const fmha::Problem &p = plan->problem;
+    FMHA_TRY(check_index_array("cu_seqlens_q", t->cu_seqlens_q, p.varlen_q, "FMHA_FLAG_VARLEN_Q",
+                               t_in->version));
+    FMHA_TRY(check_index_array("cu_seqlens_k", t->cu_seqlens_k, p.varlen_k, "FMHA_FLAG_VARLEN_K",
+                               t_in->version));
+    FMHA_TRY(check_index_array("seqused_k", t->seqused_k, p.seqused_k, "FMHA_FLAG_SEQUSED_K",
+                               t_in->version));
+    FMHA_TRY(check_index_array("block_table", t->block_table, p.paged_kv, "FMHA_FLAG_PAGED_KV",
+                               t_in->version));
     const uint64_t needed = plan->choice.workspace_bytes;
     if (workspace_bytes < needed)
         return fmha::fail(FMHA_STATUS_WORKSPACE_TOO_SMALL,

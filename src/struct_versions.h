@@ -12,7 +12,8 @@ namespace fmha {
 inline size_t descriptor_size(uint32_t version) {
     switch (version) {
     case 1: return offsetof(fmha_descriptor, window_left);
-    case 2: return sizeof(fmha_descriptor);
+    case 2: return offsetof(fmha_descriptor, total_q);
+    case 3: return sizeof(fmha_descriptor);
     }
     return 0;
 }
@@ -20,12 +21,23 @@ inline size_t descriptor_size(uint32_t version) {
 inline size_t tensors_size(uint32_t version) {
     switch (version) {
     case 1: return offsetof(fmha_tensors, sinks);
-    case 2: return sizeof(fmha_tensors);
+    case 2: return offsetof(fmha_tensors, cu_seqlens_q);
+    case 3: return sizeof(fmha_tensors);
     }
     return 0;
 }
 
-inline size_t plan_info_size(uint32_t version) { return version == 1 ? sizeof(fmha_plan_info) : 0; }
+inline size_t plan_info_size(uint32_t version) {
+    switch (version) {
+    case 1: return offsetof(fmha_plan_info, num_splits);
+    case 2: return sizeof(fmha_plan_info);
+    }
+    return 0;
+}
+
+inline size_t merge_descriptor_size(uint32_t version) {
+    return version == 1 ? sizeof(fmha_merge_descriptor) : 0;
+}
 
 // Defaults of the fields after version 1.
 inline void descriptor_defaults(fmha_descriptor *d) {

@@ -63,8 +63,8 @@ fmha_status check_no_overlap(const Problem &p) {
     struct Dim {
         const char *name;
         int64_t stride, extent;
-    } dims[] = {{"batch", p.o.batch, p.batch},
-                {"seq", p.o.seq, p.seqlen_q},
+    } dims[] = {{"batch", p.o.batch, p.varlen_q ? 1 : p.batch},
+                {"seq", p.o.seq, p.varlen_q ? p.total_q : p.seqlen_q},
                 {"head", p.o.head, p.num_q_heads},
                 {"dim", 1, p.head_dim_v}};
     std::sort(std::begin(dims), std::end(dims),
@@ -82,15 +82,76 @@ fmha_status check_no_overlap(const Problem &p) {
     return FMHA_STATUS_SUCCESS;
 }
 
+// A version-3 field that only applies under a flag must stay 0 without it,
+// so a forgotten flag is caught instead of silently ignored.
+fmha_status unused_is_zero(const char *field, int64_t value, const char *flag) {
+    if (value != 0)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.%s is %lld: it is only used with %s and must be 0 without it",
+                    field, (long long)value, flag);
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status check_range(const char *field, int64_t value, int64_t lo, int64_t hi) {
+    if (value < lo || value > hi)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.%s is %lld: must be in [%lld, %lld]",
+                    field, (long long)value, (long long)lo, (long long)hi);
+    return FMHA_STATUS_SUCCESS;
+}
+
+// Version-3 fields: variable lengths, paged KV and split-KV.
+fmha_status read_layout_fields(const fmha_descriptor &d, Problem *p) {
+    const int64_t kMaxRows = (int64_t(1) << 31) - 1;
+    p->varlen_q = (d.flags & FMHA_FLAG_VARLEN_Q) != 0;
+    p->varlen_k = (d.flags & FMHA_FLAG_VARLEN_K) != 0;
+    p->seqused_k = (d.flags & FMHA_FLAG_SEQUSED_K) != 0;
+    p->paged_kv = (d.flags & FMHA_FLAG_PAGED_KV) != 0;
+    if (p->varlen_q) FMHA_TRY(check_range("total_q", d.total_q, 0, kMaxRows));
+    else FMHA_TRY(unused_is_zero("total_q", d.total_q, "FMHA_FLAG_VARLEN_Q"));
+    if (p->varlen_k && !p->paged_kv) FMHA_TRY(check_range("total_k", d.total_k, 0, kMaxRows));
+    else FMHA_TRY(unused_is_zero("total_k", d.total_k,
+                                 "FMHA_FLAG_VARLEN_K (without FMHA_FLAG_PAGED_KV)"));
+    if (p->paged_kv) {
+        FMHA_TRY(check_range("page_size", d.page_size, 1, kMaxRows));
+        FMHA_TRY(check_range("num_pages", d.num_pages, 1, kMaxRows));
+        FMHA_TRY(check_range("max_pages_per_seq", d.max_pages_per_seq, 1, kMaxRows));
+        if (d.max_pages_per_seq * d.page_size < d.seqlen_k)
+            return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                        "descriptor.max_pages_per_seq is %lld: with page_size %d it holds %lld "
+                        "keys, fewer than seqlen_k (%lld)",
+                        (long long)d.max_pages_per_seq, d.page_size,
+                        (long long)(d.max_pages_per_seq * d.page_size), (long long)d.seqlen_k);
+        if (d.batch * d.max_pages_per_seq > kMaxRows)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor.max_pages_per_seq is %lld: batch x max_pages_per_seq must "
+                        "stay below 2^31",
+                        (long long)d.max_pages_per_seq);
+    } else {
+        FMHA_TRY(unused_is_zero("page_size", d.page_size, "FMHA_FLAG_PAGED_KV"));
+        FMHA_TRY(unused_is_zero("num_pages", d.num_pages, "FMHA_FLAG_PAGED_KV"));
+        FMHA_TRY(unused_is_zero("max_pages_per_seq", d.max_pages_per_seq, "FMHA_FLAG_PAGED_KV"));
+    }
+    FMHA_TRY(check_range("num_splits", d.num_splits, 0, kMaxSplits));
+    p->total_q = p->varlen_q ? d.total_q : 0;
+    p->total_k = p->varlen_k && !p->paged_kv ? d.total_k : 0;
+    p->page_size = d.page_size;
+    p->num_pages = d.num_pages;
+    p->max_pages_per_seq = d.max_pages_per_seq;
+    p->num_splits = d.num_splits;
+    return FMHA_STATUS_SUCCESS;
+}
+
 fmha_status forced_kernel(fmha_kernel_family *kernel) {
     const char *env = std::getenv("FMHA_FORCE_KERNEL");
     if (env == nullptr || env[0] == '\0') return FMHA_STATUS_SUCCESS;
     if (std::strcmp(env, "auto") == 0) return FMHA_STATUS_SUCCESS;
     if (std::strcmp(env, "portable") == 0) *kernel = FMHA_KERNEL_PORTABLE;
     else if (std::strcmp(env, "hopper") == 0) *kernel = FMHA_KERNEL_HOPPER;
+    else if (std::strcmp(env, "decode") == 0) *kernel = FMHA_KERNEL_DECODE;
     else
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                    "environment FMHA_FORCE_KERNEL is \"%s\": must be auto, portable or hopper",
+                    "environment FMHA_FORCE_KERNEL is \"%s\": must be auto, portable, hopper "
+                    "or decode",
                     env);
     return FMHA_STATUS_SUCCESS;
 }
@@ -136,7 +197,7 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
 
     if (!is_supported_head_dim(p.head_dim))
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "descriptor.head_dim is %lld: supported head dims are 64, 96, 128, 256",
+                    "descriptor.head_dim is %lld: supported head dims are 64, 96, 128, 256, 512",
                     (long long)p.head_dim);
     if (p.head_dim_v != p.head_dim)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
@@ -155,8 +216,25 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
                     (long long)(p.num_q_heads > 65535 ? p.num_q_heads : p.batch),
                     (long long)(p.num_q_heads > 65535 ? 65535 : kMaxSeqlen));
 
-    const int64_t q_extents[3] = {p.batch, p.seqlen_q, p.num_q_heads};
-    const int64_t kv_extents[3] = {p.batch, p.seqlen_k, p.num_kv_heads};
+    const uint32_t known_flags =
+        FMHA_FLAG_WRITE_LSE | (desc->version >= 2 ? FMHA_FLAG_SINKS : 0u) |
+        (desc->version >= 3 ? FMHA_FLAG_VARLEN_Q | FMHA_FLAG_VARLEN_K | FMHA_FLAG_SEQUSED_K |
+                                  FMHA_FLAG_PAGED_KV
+                            : 0u);
+    if (desc->flags & ~known_flags)
+        return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                    "descriptor.flags is 0x%x: unknown bits 0x%x (for descriptor version %u)",
+                    desc->flags, desc->flags & ~known_flags, desc->version);
+    p.write_lse = (desc->flags & FMHA_FLAG_WRITE_LSE) != 0;
+    p.sinks = (desc->flags & FMHA_FLAG_SINKS) != 0;
+    FMHA_TRY(read_layout_fields(*desc, &p));
+    // Extents of the (batch, seq, head) dims as addressed: packed tensors have
+    // no batch dim; paged K/V are (page, row in page, head).
+    const int64_t q_extents[3] = {p.varlen_q ? 1 : p.batch, p.varlen_q ? p.total_q : p.seqlen_q,
+                                  p.num_q_heads};
+    const int64_t kv_extents[3] = {
+        p.paged_kv ? p.num_pages : (p.varlen_k ? 1 : p.batch),
+        p.paged_kv ? p.page_size : (p.varlen_k ? p.total_k : p.seqlen_k), p.num_kv_heads};
     FMHA_TRY(check_strides("q_strides", desc->q_strides, q_extents));
     FMHA_TRY(check_strides("k_strides", desc->k_strides, kv_extents));
     FMHA_TRY(check_strides("v_strides", desc->v_strides, kv_extents));
@@ -181,14 +259,6 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
                     "CAUSAL_BOTTOM_RIGHT (2)",
                     desc->mask);
     p.mask = static_cast<fmha_mask>(desc->mask);
-    const uint32_t known_flags =
-        FMHA_FLAG_WRITE_LSE | (desc->version >= 2 ? FMHA_FLAG_SINKS : 0u);
-    if (desc->flags & ~known_flags)
-        return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                    "descriptor.flags is 0x%x: unknown bits 0x%x (for descriptor version %u)",
-                    desc->flags, desc->flags & ~known_flags, desc->version);
-    p.write_lse = (desc->flags & FMHA_FLAG_WRITE_LSE) != 0;
-    p.sinks = (desc->flags & FMHA_FLAG_SINKS) != 0;
     if (desc->window_left < -1 || desc->window_right < -1)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
                     "descriptor.window_%s is %d: must be >= 0, or -1 for unbounded",
@@ -204,9 +274,10 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
     if (desc->reserved1 != 0)
         return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.reserved1 is %d: must be 0",
                     desc->reserved1);
-    if (desc->kernel < FMHA_KERNEL_AUTO || desc->kernel > FMHA_KERNEL_HOPPER)
+    if (desc->kernel < FMHA_KERNEL_AUTO || desc->kernel > FMHA_KERNEL_DECODE)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                    "descriptor.kernel is %d: must be AUTO (0), PORTABLE (1) or HOPPER (2)",
+                    "descriptor.kernel is %d: must be AUTO (0), PORTABLE (1), HOPPER (2) or "
+                    "DECODE (3)",
                     desc->kernel);
     p.kernel = static_cast<fmha_kernel_family>(desc->kernel);
     if (p.kernel == FMHA_KERNEL_AUTO) FMHA_TRY(forced_kernel(&p.kernel));
@@ -226,7 +297,9 @@ fmha_status check_device(const Problem &p, int sm) {
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "device compute capability is sm_%d: libfmha needs sm_80 or newer", sm);
     KernelChoice choice;
-    return select_kernel(p, sm, &choice);
+    DeviceLimits dev;
+    dev.sm = sm;
+    return select_kernel(p, dev, &choice);
 }
 
 }  // namespace fmha

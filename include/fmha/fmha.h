@@ -138,7 +138,11 @@ typedef enum fmha_kernel_family {
     /** The portable mma.sync kernel, every architecture from sm_80 on. */
     FMHA_KERNEL_PORTABLE = 1,
     /** The Hopper TMA + wgmma kernel (sm_90 devices only). */
-    FMHA_KERNEL_HOPPER = 2
+    FMHA_KERNEL_HOPPER = 2,
+    /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
+     *  GQA heads packed into one tile, split-KV. AUTO picks it for short
+     *  seqlen_q, for head_dim 512 and when num_splits >= 2. */
+    FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 
 /** Element strides of one 4-D tensor. Element (b, s, h, d) lives at
@@ -161,10 +165,43 @@ typedef struct fmha_strides {
  *  row's softmax denominator (but has no value row). LSE then includes it, and
  *  a row that sees no key gives O = 0 and LSE = its head's sink. */
 #define FMHA_FLAG_SINKS 0x2u
+/** Variable-length queries (descriptor version 3): Q and O are packed
+ *  [total_q, heads, dim]. Sequence b owns rows cu_seqlens_q[b] to
+ *  cu_seqlens_q[b+1]-1 (fmha_tensors.cu_seqlens_q, int32, batch+1 entries,
+ *  starting at 0, non-decreasing, at most total_q). Row r of a packed tensor
+ *  is at base + r*seq + h*head (the batch stride is not used). seqlen_q is the
+ *  maximum length and no sequence may be longer (the rows of one that is are
+ *  left unspecified; nothing outside O's rows is written). Zero-length
+ *  sequences are allowed; rows past cu_seqlens_q[batch] are not touched. With FMHA_FLAG_WRITE_LSE
+ *  the LSE is float32 [num_q_heads, total_q]. */
+#define FMHA_FLAG_VARLEN_Q 0x4u
+/** Variable-length keys (version 3): fmha_tensors.cu_seqlens_k (int32,
+ *  batch+1 entries) gives each sequence's key count as a difference, and
+ *  without FMHA_FLAG_PAGED_KV also its rows of K and V packed
+ *  [total_k, kv_heads, dim]. seqlen_k is the maximum length; a longer
+ *  sequence uses only its first seqlen_k keys. */
+#define FMHA_FLAG_VARLEN_K 0x8u
+/** Keys used per sequence (version 3): fmha_tensors.seqused_k (int32, batch
+ *  entries) says how many keys sequence b uses; it overrides the length
+ *  from cu_seqlens_k or seqlen_k and must not exceed it (larger values are
+ *  clamped to seqlen_k). */
+#define FMHA_FLAG_SEQUSED_K 0x10u
+/** Paged KV cache (version 3): K and V are [num_pages, page_size,
+ *  kv_heads, dim] with k_strides.batch / v_strides.batch the page stride.
+ *  Key j of sequence b is row j % page_size of page
+ *  block_table[b * max_pages_per_seq + j / page_size] (fmha_tensors.
+ *  block_table, int32, row-major [batch, max_pages_per_seq]). Key counts
+ *  come from seqused_k, cu_seqlens_k or seqlen_k, in that order. Contract:
+ *  every entry a sequence uses is in [0, num_pages); the kernels clamp an
+ *  entry outside that range into it (no fault, but a wrong result), and
+ *  fmha_check_block_table checks a host copy. */
+#define FMHA_FLAG_PAGED_KV 0x20u
 
 /** Version 1: fields up to reserved0. Version 2 appends window_left,
- *  window_right and softcap (and allows FMHA_FLAG_SINKS). */
-#define FMHA_DESCRIPTOR_VERSION 2
+ *  window_right and softcap (and allows FMHA_FLAG_SINKS). Version 3 appends
+ *  the varlen, paged-KV and split-KV fields (and allows FMHA_FLAG_VARLEN_Q,
+ *  FMHA_FLAG_VARLEN_K, FMHA_FLAG_SEQUSED_K and FMHA_FLAG_PAGED_KV). */
+#define FMHA_DESCRIPTOR_VERSION 3
 
 /** The attention problem. Fill with fmha_descriptor_init, then set fields.
  *  Shapes: Q [batch, seqlen_q, num_q_heads, head_dim],
@@ -183,7 +220,8 @@ typedef struct fmha_descriptor {
                                 query head h reads KV head h / (num_q_heads / num_kv_heads). */
     int64_t seqlen_q;      /**< >= 1. */
     int64_t seqlen_k;      /**< >= 1. */
-    int64_t head_dim;      /**< Head dim of Q and K: 64, 96, 128 or 256. */
+    int64_t head_dim;      /**< Head dim of Q and K: 64, 96, 128, 256, or 512
+                                (512: the decode kernel, any seqlen_q). */
     int64_t head_dim_v;    /**< Head dim of V and O; 0 means head_dim. This
                                 version supports only head_dim_v == head_dim. */
     fmha_strides q_strides;
@@ -211,6 +249,26 @@ typedef struct fmha_descriptor {
      *  masking and softmax (logit soft-capping). 0: off. */
     float softcap;
     int32_t reserved1;     /**< Must be 0. */
+    /* ---- version 3 ---- */
+    /** FMHA_FLAG_VARLEN_Q: rows of the packed Q and O (>= cu_seqlens_q[batch]). */
+    int64_t total_q;
+    /** FMHA_FLAG_VARLEN_K without PAGED_KV: rows of the packed K and V. */
+    int64_t total_k;
+    /** FMHA_FLAG_PAGED_KV: pages in the K and V caches. */
+    int64_t num_pages;
+    /** FMHA_FLAG_PAGED_KV: columns of the block table; max_pages_per_seq *
+     *  page_size must cover seqlen_k. */
+    int64_t max_pages_per_seq;
+    /** FMHA_FLAG_PAGED_KV: key rows per page, >= 1 (any size; 16 and up is
+     *  fast). */
+    int32_t page_size;
+    /** Split-KV: the keys of each (sequence, head) are cut into this many
+     *  parts, computed in parallel and combined exactly through their LSE.
+     *  0: automatic (the plan picks from the grid and the device's SMs;
+     *  see fmha_plan_info.num_splits), 1: off, 2..128: exactly that many
+     *  (decode kernel only: NOT_SUPPORTED where the chosen kernel cannot
+     *  split). The partial results live in the plan's workspace. */
+    int32_t num_splits;
 } fmha_descriptor;
 
 /** Fills `desc` with defaults for `version` (pass FMHA_DESCRIPTOR_VERSION; an
@@ -268,7 +326,8 @@ FMHA_API void fmha_destroy_plan(fmha_plan *plan);
 /** Bytes of device workspace fmha_run needs for this plan (may be 0). */
 FMHA_API fmha_status fmha_plan_workspace_size(const fmha_plan *plan, size_t *bytes);
 
-#define FMHA_PLAN_INFO_VERSION 1
+/** Version 2 appends num_splits. */
+#define FMHA_PLAN_INFO_VERSION 2
 
 /** What a plan chose, for logs and tests. */
 typedef struct fmha_plan_info {
@@ -284,6 +343,9 @@ typedef struct fmha_plan_info {
     int32_t threads_per_cta;
     int32_t shared_memory_bytes;
     uint64_t workspace_bytes;
+    /* ---- version 2 ---- */
+    int32_t num_splits;       /**< Split-KV parts per (sequence, head); 1 = none. */
+    int32_t reserved0;
 } fmha_plan_info;
 
 /** Fills `info` (set info->version first, e.g. with fmha_plan_info_init). */
@@ -301,8 +363,9 @@ FMHA_API fmha_status fmha_plan_info_init(fmha_plan_info *info, uint32_t version)
 struct CUstream_st;
 typedef struct CUstream_st *fmha_stream;
 
-/** Version 1: q, k, v, o, lse. Version 2 appends sinks. */
-#define FMHA_TENSORS_VERSION 2
+/** Version 1: q, k, v, o, lse. Version 2 appends sinks. Version 3 appends
+ *  the varlen and paged-KV index arrays. */
+#define FMHA_TENSORS_VERSION 3
 
 /** Device pointers for one run. q, k, v and o must be 16-byte aligned, lse
  *  and sinks 4-byte aligned. */
@@ -316,6 +379,12 @@ typedef struct fmha_tensors {
     float *lse;         /**< Required iff FMHA_FLAG_WRITE_LSE, else ignored. */
     /* ---- version 2 ---- */
     const float *sinks; /**< float32 [num_q_heads]; required iff FMHA_FLAG_SINKS. */
+    /* ---- version 3: int32 device arrays, 4-byte aligned ---- */
+    const int32_t *cu_seqlens_q; /**< [batch + 1]; required iff FMHA_FLAG_VARLEN_Q. */
+    const int32_t *cu_seqlens_k; /**< [batch + 1]; required iff FMHA_FLAG_VARLEN_K. */
+    const int32_t *seqused_k;    /**< [batch]; required iff FMHA_FLAG_SEQUSED_K. */
+    const int32_t *block_table;  /**< [batch, max_pages_per_seq]; required iff
+                                      FMHA_FLAG_PAGED_KV. */
 } fmha_tensors;
 
 /** Sets t->version and zeroes the pointers. */
@@ -330,6 +399,67 @@ FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version);
 FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *tensors,
                               void *workspace, size_t workspace_bytes,
                               fmha_stream stream);
+
+/** Checks a host copy of a paged-KV block table against `desc` (which must
+ *  set FMHA_FLAG_PAGED_KV): every entry that a sequence's keys use must lie
+ *  in [0, num_pages). `host_seqlens_k` (batch entries) gives each
+ *  sequence's key count; NULL means seqlen_k for all. Entries past a
+ *  sequence's last page are not read. Pure host code, no driver needed.
+ *  INVALID_ARGUMENT names the first bad entry as block_table[b][i]. */
+FMHA_API fmha_status fmha_check_block_table(const fmha_descriptor *desc,
+                                            const int32_t *host_block_table,
+                                            const int32_t *host_seqlens_k);
+
+/* ======================================================================
+ * Merging partial results (cascade and context-parallel attention)
+ * ====================================================================== */
+
+#define FMHA_MERGE_DESCRIPTOR_VERSION 1
+
+/** Most parts fmha_run_merge combines in one call. */
+#define FMHA_MERGE_MAX_PARTS 64
+
+/** A merge: `num_parts` partial attention results over disjoint sets of keys
+ *  of the same queries, each an O [batch, seqlen_q, num_heads, head_dim]
+ *  (dtype, strides part_strides) and its float32 LSE [batch, num_heads,
+ *  seqlen_q] (contiguous, natural log, as fmha_run writes with
+ *  FMHA_FLAG_WRITE_LSE), combine into the exact attention over the union:
+ *  O = sum_p exp(LSE_p - LSE) O_p with LSE = log sum_p exp(LSE_p). A part
+ *  whose LSE is -inf (it saw no key) contributes nothing; a row no part saw
+ *  gives O = 0 and LSE = -inf. */
+typedef struct fmha_merge_descriptor {
+    uint32_t version;      /**< FMHA_MERGE_DESCRIPTOR_VERSION. */
+    int32_t dtype;         /**< fmha_dtype of the parts' O and of the output O. */
+    int64_t batch;         /**< >= 1. */
+    int64_t seqlen_q;      /**< >= 1. */
+    int64_t num_heads;     /**< >= 1. */
+    int64_t head_dim;      /**< A multiple of 8, from 8 to 512. */
+    fmha_strides part_strides; /**< Strides of every part's O. */
+    fmha_strides o_strides;    /**< Strides of the output O. */
+    int32_t num_parts;     /**< 1 to FMHA_MERGE_MAX_PARTS. */
+    uint32_t flags;        /**< FMHA_FLAG_WRITE_LSE: also write the merged LSE. */
+    int32_t device;        /**< As fmha_descriptor.device. */
+    int32_t reserved0;     /**< Must be 0. */
+} fmha_merge_descriptor;
+
+/** Fills `desc` with defaults for `version`: BF16, strides 0 except dim = 1,
+ *  device 0, no flags. */
+FMHA_API fmha_status fmha_merge_descriptor_init(fmha_merge_descriptor *desc,
+                                                uint32_t version);
+
+/** Creates a plan that merges partial results (free it with
+ *  fmha_destroy_plan). fmha_run refuses it; use fmha_run_merge. */
+FMHA_API fmha_status fmha_create_merge_plan(fmha_plan **plan,
+                                            const fmha_merge_descriptor *desc);
+
+/** Enqueues the merge on `stream`. `o_parts` and `lse_parts` are host arrays
+ *  of num_parts device pointers (copied at the call; O pointers 16-byte
+ *  aligned, LSE 4-byte); `lse` is required iff FMHA_FLAG_WRITE_LSE. The
+ *  output may alias a part only if it is that same tensor with the same
+ *  strides. Never allocates or synchronizes; safe in graph capture. */
+FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_parts,
+                                    const float *const *lse_parts, void *o, float *lse,
+                                    fmha_stream stream);
 
 /* ======================================================================
  * Build and driver introspection

@@ -12,6 +12,7 @@
 #include "kernels/params.h"
 #include "kernels/ptx/math.cuh"
 #include "kernels/ptx/mma_sync.cuh"
+#include "kernels/sequence.cuh"
 #include "kernels/tile_traits.h"
 
 namespace fmha::portable {
@@ -31,17 +32,18 @@ struct Config {
     static_assert(kSTiles % 2 == 0 && kOTiles % 2 == 0, "ldmatrix.x4 loads two tiles");
 };
 
-// Copies `rows` rows of D elements starting at global row `row0` into shared
-// memory; rows at or past `limit` are zero-filled (never read).
+// Copies `rows` rows of D elements starting at row `row0` of `src` (a
+// KvRows, contiguous or paged) into shared memory; rows at or past `limit`
+// are zero-filled (never read).
 template <typename Cfg, typename T>
-__device__ __forceinline__ void load_rows(T *smem, const T *gmem, int64_t row_stride, int rows,
-                                          int row0, int limit) {
+__device__ __forceinline__ void load_rows(T *smem, const KvRows<T> &src, int rows, int row0,
+                                          int limit) {
     for (int idx = threadIdx.x; idx < rows * Cfg::kChunks; idx += Cfg::kThreads) {
         const int r = idx / Cfg::kChunks;
         const int c = idx % Cfg::kChunks;
         const bool valid = row0 + r < limit;
-        const T *src = valid ? gmem + int64_t(row0 + r) * row_stride + c * 8 : gmem;
-        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), src, valid);
+        const T *from = valid ? src.row(row0 + r) + c * 8 : src.base;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
     }
 }
 
@@ -70,26 +72,28 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
     const int kv_head = head / p.q_heads_per_kv;
     const int m0 = m_block * BM;
 
-    const T *q = static_cast<const T *>(p.q) + batch * p.q_stride.batch + head * p.q_stride.head;
-    const T *k =
-        static_cast<const T *>(p.k) + batch * p.k_stride.batch + kv_head * p.k_stride.head;
-    const T *v =
-        static_cast<const T *>(p.v) + batch * p.v_stride.batch + kv_head * p.v_stride.head;
-    T *o = static_cast<T *>(p.o) + batch * p.o_stride.batch + head * p.o_stride.head;
+    const Sequence seq = sequence_of(p, batch);
+    if (m0 >= seq.len_q) return;  // a shorter sequence of a varlen batch
+    KvRows<T> q_rows;            // Q rows are addressed like contiguous K rows
+    q_rows.base = static_cast<const T *>(p.q) + batch * p.q_stride.batch +
+                  seq.q_row0 * p.q_stride.seq + head * p.q_stride.head;
+    q_rows.seq_stride = p.q_stride.seq;
+    q_rows.table = nullptr;
+    const KvRows<T> k = kv_rows<T>(p, p.k, p.k_stride, seq, batch, kv_head);
+    const KvRows<T> v = kv_rows<T>(p, p.v, p.v_stride, seq, batch, kv_head);
+    T *o = static_cast<T *>(p.o) + batch * p.o_stride.batch + seq.q_row0 * p.o_stride.seq +
+           head * p.o_stride.head;
 
-    // Keys [n_begin, n_end) can be visible to some row of this block: the
-    // last row bounds them above (causal mask, right window), the first row
-    // below (left window).
-    int64_t n_end = p.seqlen_k, n_begin = 0;
-    if (p.has_hi) n_end = min(n_end, int64_t(min(m0 + BM, p.seqlen_q) - 1) + p.hi_offset + 1);
-    if (p.has_lo) n_begin = max(n_begin, int64_t(m0) + p.lo_offset);
-    const int first_tile = n_end > n_begin ? static_cast<int>(n_begin / BN) : 0;
-    const int end_tile = n_end > n_begin ? static_cast<int>((n_end + BN - 1) / BN) : 0;
+    // Keys [n_begin, n_end) can be visible to some row of this block.
+    int n_begin, n_end;
+    visible_key_range(seq, m0, min(m0 + BM, seq.len_q) - 1, &n_begin, &n_end);
+    const int first_tile = n_end > n_begin ? n_begin / BN : 0;
+    const int end_tile = n_end > n_begin ? (n_end + BN - 1) / BN : 0;
 
-    load_rows<Cfg>(sQ, q, p.q_stride.seq, BM, m0, p.seqlen_q);
-    if (end_tile > first_tile) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, first_tile * BN, p.seqlen_k);
+    load_rows<Cfg>(sQ, q_rows, BM, m0, seq.len_q);
+    if (end_tile > first_tile) load_rows<Cfg>(sK, k, BN, first_tile * BN, seq.len_k);
     ptx::cp_async_commit();
-    if (end_tile > first_tile) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, first_tile * BN, p.seqlen_k);
+    if (end_tile > first_tile) load_rows<Cfg>(sV, v, BN, first_tile * BN, seq.len_k);
     ptx::cp_async_commit();
 
     float acc[Cfg::kOTiles][4];
@@ -122,7 +126,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
         __syncthreads();  // every warp is done with K_j: prefetch K_{j+1} over it
-        if (j + 1 < end_tile) load_rows<Cfg>(sK, k, p.k_stride.seq, BN, n0 + BN, p.seqlen_k);
+        if (j + 1 < end_tile) load_rows<Cfg>(sK, k, BN, n0 + BN, seq.len_k);
         ptx::cp_async_commit();
 
         if (p.softcap > 0.f) {
@@ -133,9 +137,9 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
                     s[nt][e] = p.softcap * ptx::tanh_approx(s[nt][e] * p.softcap_scale);
         }
         // Mask only tiles that cross the key end, the diagonal or a window edge.
-        const bool crosses_end = n0 + BN > p.seqlen_k;
-        const bool crosses_hi = p.has_hi && int64_t(n0 + BN - 1) > m0 + p.hi_offset;
-        const bool crosses_lo = p.has_lo && int64_t(n0) < int64_t(m0 + BM - 1) + p.lo_offset;
+        const bool crosses_end = n0 + BN > seq.len_k;
+        const bool crosses_hi = seq.has_hi && int64_t(n0 + BN - 1) > m0 + seq.hi;
+        const bool crosses_lo = seq.has_lo && int64_t(n0) < int64_t(m0 + BM - 1) + seq.lo;
         if (crosses_end || crosses_hi || crosses_lo) {
 #pragma unroll
             for (int nt = 0; nt < Cfg::kSTiles; ++nt) {
@@ -143,10 +147,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
                 for (int e = 0; e < 4; ++e) {
                     const int col = n0 + nt * 8 + 2 * t + (e & 1);
                     const int64_t row = m0 + warp_row + g + (e >= 2 ? 8 : 0);
-                    const bool visible = col < p.seqlen_k &&
-                                         (!p.has_hi || col <= row + p.hi_offset) &&
-                                         (!p.has_lo || col >= row + p.lo_offset);
-                    if (!visible) s[nt][e] = -CUDART_INF_F;
+                    if (!seq.visible(row, col)) s[nt][e] = -CUDART_INF_F;
                 }
             }
         }
@@ -200,7 +201,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
         __syncthreads();  // every warp is done with V_j
-        if (j + 1 < end_tile) load_rows<Cfg>(sV, v, p.v_stride.seq, BN, n0 + BN, p.seqlen_k);
+        if (j + 1 < end_tile) load_rows<Cfg>(sV, v, BN, n0 + BN, seq.len_k);
         ptx::cp_async_commit();
     }
 
@@ -236,7 +237,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
         const int r = idx / Cfg::kChunks;
         const int c = idx % Cfg::kChunks;
         const int row = m0 + warp_row + r;
-        if (row < p.seqlen_q)
+        if (row < seq.len_q)
             *reinterpret_cast<uint4 *>(o + int64_t(row) * p.o_stride.seq + c * 8) =
                 *reinterpret_cast<const uint4 *>(sQ + (warp_row + r) * kRow + c * 8);
     }
@@ -244,8 +245,9 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int row = m0 + warp_row + g + 8 * r;
-            if (row < p.seqlen_q)
-                p.lse[(int64_t(batch) * p.num_q_heads + head) * p.seqlen_q + row] = lse[r];
+            if (row < seq.len_q)
+                p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + seq.q_row0 + row] =
+                    lse[r];
         }
     }
 }

@@ -35,6 +35,57 @@ struct FwdParams {
     float softcap;             // > 0: s = softcap * tanh(s * softcap_scale)
     float softcap_scale;       // softmax_scale / softcap
     const float *sinks;        // [num_q_heads] logits joining the denominator, or null
+    // Descriptor version 3: per-sequence lengths and the paged KV cache. The
+    // kernels resolve each sequence's lengths and visibility on the device
+    // (kernels/sequence.cuh); null pointers mean the dense case.
+    const int32_t *cu_seqlens_q;  // [batch + 1]: Q/O rows of each sequence
+    const int32_t *cu_seqlens_k;  // [batch + 1]: key counts (and K/V rows unless paged)
+    const int32_t *seqused_k;     // [batch]: key counts, overriding the above
+    const int32_t *block_table;   // [batch][max_pages_per_seq]: page of each key block
+    int32_t page_size;
+    int32_t page_shift;           // log2(page_size) for powers of two, else -1
+    int32_t max_pages_per_seq;
+    int32_t num_pages;
+    int32_t mask;                 // fmha_mask
+    int32_t window_left;          // -1: unbounded
+    int32_t window_right;
+    int32_t reserved;
+    int64_t lse_batch_stride;     // LSE element (b, h, row): b*batch + h*head + row
+    int64_t lse_head_stride;
+};
+
+// Split-KV decode: the forward parameters plus where partial results go.
+struct DecodeParams {
+    FwdParams fwd;
+    float *partial_o;          // fp32 [split][q_rows][num_q_heads][head_dim], or null
+    float *partial_lse;        // fp32 [split][num_q_heads][q_rows]
+    int64_t q_rows;            // rows of the packed (or batch x seqlen_q) Q
+    int32_t num_splits;
+    int32_t q_heads_per_kv;    // rows of one query position packed in the M tile
+    int32_t num_m_tiles;       // ceil(seqlen_q * q_heads_per_kv / 16)
+    int32_t reserved;
+};
+
+// Exact combination of partial (O, LSE) results over disjoint key sets: the
+// split-KV epilogue and fmha_run_merge. Row (b, s, h) of part p is at
+// o_parts[p] + b*part_stride.batch + s*part_stride.seq + h*part_stride.head.
+constexpr int kMaxCombineParts = 128;
+struct CombineParams {
+    const void *o_parts[kMaxCombineParts];
+    const float *lse_parts[kMaxCombineParts];
+    TensorStrides part_stride;
+    TensorStrides lse_part_stride;  // (b, s, h) strides of every part's LSE
+    void *o;
+    TensorStrides o_stride;
+    float *lse;                     // merged LSE, or null
+    TensorStrides lse_stride;
+    const float *sinks;             // [heads] extra denominator logits, or null
+    const int32_t *row_limit;       // rows at or past *row_limit are skipped, or null
+    int64_t rows;                   // batch * seqlen
+    int32_t seqlen;
+    int32_t heads;
+    int32_t head_dim;
+    int32_t num_parts;
 };
 
 }  // namespace fmha

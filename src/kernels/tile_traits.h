@@ -72,3 +72,49 @@ FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(int head_dim) {
 }
 
 }  // namespace fmha
+
+namespace fmha {
+
+// Decode kernel: 16 packed query rows (query positions x the query heads of
+// one KV head) per CTA, 4 warps on different 16-key slices of each key tile.
+// hd512 pairs the warps: both of a pair see the same keys and each owns half
+// of O's columns, so O fits in registers. Stages are as deep as shared memory
+// allows while keeping 2 CTAs per SM up to hd128 (bytes in flight hide HBM
+// latency; decode is bandwidth-bound).
+struct DecodeTile {
+    int block_n;  // keys per pipeline stage (16 per key group)
+    int stages;   // K/V pipeline depth
+    int d_split;  // warps sharing one key slice, each with head_dim/d_split columns of O
+};
+
+constexpr int kDecodeRows = 16;
+constexpr int kDecodeThreads = 128;
+
+FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim) {
+    return head_dim == 512 ? DecodeTile{32, 3, 2}
+         : head_dim == 64  ? DecodeTile{64, 4, 1}
+                           : DecodeTile{64, 3, 1};
+}
+
+FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim + 8; }
+
+// Q tile, then the K/V stages; after the key loop the stages are reused for
+// the warps' partial (max, sum, O) to be merged.
+FMHA_HOST_DEVICE constexpr int decode_q_bytes(int head_dim) {
+    return kDecodeRows * decode_smem_row(head_dim) * 2;
+}
+FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim) {
+    return decode_tile(head_dim).stages * 2 * decode_tile(head_dim).block_n *
+           decode_smem_row(head_dim) * 2;
+}
+FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim) {
+    return (4 / decode_tile(head_dim).d_split) * kDecodeRows * (head_dim + 2) * 4;
+}
+FMHA_HOST_DEVICE constexpr int decode_smem_bytes(int head_dim) {
+    return decode_q_bytes(head_dim) +
+           (decode_pipeline_bytes(head_dim) > decode_reduce_bytes(head_dim)
+                ? decode_pipeline_bytes(head_dim)
+                : decode_reduce_bytes(head_dim));
+}
+
+}  // namespace fmha

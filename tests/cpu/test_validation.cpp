@@ -175,7 +175,7 @@ TEST_CASE("null descriptor and null plan out-pointer", "[cpu][validation]") {
 
 TEST_CASE("struct versions", "[cpu][validation]") {
     SECTION("descriptor with an unknown version") {
-        for (uint32_t version : {0u, 3u, 99u, 0xFFFFFFFFu}) {
+        for (uint32_t version : {0u, 4u, 99u, 0xFFFFFFFFu}) {
             fmha_descriptor d = valid_desc();
             d.version = version;
             INFO("version " << version);
@@ -187,7 +187,7 @@ TEST_CASE("struct versions", "[cpu][validation]") {
         fmha_descriptor d;
         fmha_tensors t;
         fmha_plan_info info;
-        for (uint32_t version : {0u, 3u, 99u}) {
+        for (uint32_t version : {0u, 4u, 99u}) {
             INFO("version " << version);
             FMHA_CHECK_STATUS(FMHA_STATUS_VERSION_MISMATCH, fmha_descriptor_init(&d, version));
             CHECK(std::string(fmha_last_error_message()).find(std::to_string(version)) !=
@@ -243,7 +243,7 @@ TEST_CASE("q heads must be a multiple of kv heads", "[cpu][validation]") {
 }
 
 TEST_CASE("unsupported head dims", "[cpu][validation]") {
-    for (int64_t hd : {8, 16, 32, 48, 72, 80, 100, 160, 192, 200, 512, 1024}) {
+    for (int64_t hd : {8, 16, 32, 48, 72, 80, 100, 160, 192, 200, 576, 1024}) {
         fmha_descriptor d = valid_desc();
         d.head_dim = hd;
         restride(d);
@@ -401,11 +401,13 @@ TEST_CASE("bad mask", "[cpu][validation]") {
 }
 
 TEST_CASE("unknown flag bits", "[cpu][validation]") {
-    for (uint32_t f : {0x4u, 0x7u, 0x80000000u}) {
+    const uint32_t known = FMHA_FLAG_WRITE_LSE | FMHA_FLAG_SINKS | FMHA_FLAG_VARLEN_Q |
+                           FMHA_FLAG_VARLEN_K | FMHA_FLAG_SEQUSED_K | FMHA_FLAG_PAGED_KV;
+    for (uint32_t f : {0x40u, 0x41u, 0x80000000u}) {
         fmha_descriptor d = valid_desc();
         d.flags = f;
         char hex[16];
-        std::snprintf(hex, sizeof hex, "0x%x", f & ~(FMHA_FLAG_WRITE_LSE | FMHA_FLAG_SINKS));
+        std::snprintf(hex, sizeof hex, "0x%x", f & ~known);
         INFO("flags " << f);
         expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"flags", hex});
     }
@@ -473,7 +475,7 @@ TEST_CASE("windows, softcap and sinks", "[cpu][validation]") {
 }
 
 TEST_CASE("bad kernel family", "[cpu][validation]") {
-    for (int32_t k : {3, -1, 7}) {
+    for (int32_t k : {4, -1, 7}) {
         fmha_descriptor d = valid_desc();
         d.kernel = k;
         INFO("kernel " << k);

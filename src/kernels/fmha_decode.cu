@@ -1,0 +1,346 @@
+// Decode attention: a few query rows per sequence against a long, possibly
+// paged, KV cache; mma.sync, every architecture from sm_80 on.
+//
+// One CTA takes 16 packed query rows of one (sequence, KV head): query
+// positions x the query heads that share the KV head (GQA packing), so K
+// and V are read once for all of them. With split-KV it takes one of
+// `num_splits` slices of the keys and writes a partial (O, LSE) that the
+// combine kernel (fmha_combine.cu) joins exactly. Four warps work on
+// different 16-key slices of every key tile (hd512: pairs of warps share a
+// slice and split O's columns); K and V stream through a multi-stage
+// cp.async pipeline. At the end the warps' softmax states are merged in
+// shared memory.
+#include <math_constants.h>
+
+#include "kernels/numeric.cuh"
+#include "kernels/params.h"
+#include "kernels/ptx/math.cuh"
+#include "kernels/ptx/mma_sync.cuh"
+#include "kernels/sequence.cuh"
+#include "kernels/tile_traits.h"
+
+namespace fmha::decode {
+
+template <int D>
+struct Config {
+    static constexpr DecodeTile kTile = decode_tile(D);
+    static constexpr int BM = kDecodeRows;
+    static constexpr int BN = kTile.block_n;
+    static constexpr int kStages = kTile.stages;
+    static constexpr int kDSplit = kTile.d_split;
+    static constexpr int kThreads = kDecodeThreads;
+    static constexpr int kWarps = kThreads / 32;
+    static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
+    static constexpr int kDv = D / kDSplit;              // O columns per warp
+    static constexpr int kRow = decode_smem_row(D);
+    static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    static constexpr int kOTiles = kDv / 8;
+    static_assert(BN == 16 * kKeyGroups, "16 keys per key group");
+    static_assert(kOTiles % 2 == 0, "ldmatrix.x4.trans loads two O tiles");
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Query row r of the tile: position and head.
+struct PackedRow {
+    int pos;   // query position in the sequence
+    int head;  // query head
+};
+
+__device__ __forceinline__ PackedRow packed_row(int m_tile, int r, int kv_head, int group) {
+    const int pr = m_tile * kDecodeRows + r;
+    return {pr / group, kv_head * group + pr % group};
+}
+
+template <bool kBf16, int D>
+__device__ __forceinline__ void decode(const DecodeParams &dp) {
+    using Cfg = Config<D>;
+    using T = typename Elem<kBf16>::T;
+    constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
+    const FwdParams &p = dp.fwd;
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sQ = reinterpret_cast<T *>(smem_raw);
+    T *sKV = sQ + Cfg::BM * kRow;  // stage s: K at s*2*BN rows, V right after
+
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const int key_group = warp / Cfg::kDSplit;
+    const int d_part = warp % Cfg::kDSplit;
+
+    const int split = blockIdx.x;
+    const int m_tile = blockIdx.y % dp.num_m_tiles;
+    const int kv_head = blockIdx.y / dp.num_m_tiles;
+    const int batch = blockIdx.z;
+    const int group = dp.q_heads_per_kv;
+
+    const Sequence seq = sequence_of(p, batch);
+    const int pos_first = m_tile * Cfg::BM / group;
+    if (pos_first >= seq.len_q) return;  // rows past this sequence's queries
+    const int pos_last = min((m_tile * Cfg::BM + Cfg::BM - 1) / group, seq.len_q - 1);
+
+    // Q: 16 rows gathered from (position, head) pairs; padding rows are zero.
+    for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
+        const int r = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+        const PackedRow pr = packed_row(m_tile, r, kv_head, group);
+        const bool valid = pr.pos < seq.len_q;
+        const T *src = static_cast<const T *>(p.q) + int64_t(batch) * p.q_stride.batch +
+                       (seq.q_row0 + (valid ? pr.pos : 0)) * p.q_stride.seq +
+                       int64_t(valid ? pr.head : 0) * p.q_stride.head + c * 8;
+        ptx::cp_async_16(ptx::smem_addr(sQ + r * kRow + c * 8), src, valid);
+    }
+
+    // This split's share of the keys any of the tile's rows can see.
+    int n_begin, n_end;
+    visible_key_range(seq, pos_first, pos_last, &n_begin, &n_end);
+    const int tiles_total = n_end > n_begin ? (n_end - n_begin + BN - 1) / BN : 0;
+    const int tiles_per_split = (tiles_total + dp.num_splits - 1) / dp.num_splits;
+    const int tile_begin = min(split * tiles_per_split, tiles_total);
+    const int num_tiles = min(tile_begin + tiles_per_split, tiles_total) - tile_begin;
+    const int key0 = n_begin + tile_begin * BN;
+
+    const KvRows<T> k_rows = kv_rows<T>(p, p.k, p.k_stride, seq, batch, kv_head);
+    const KvRows<T> v_rows = kv_rows<T>(p, p.v, p.v_stride, seq, batch, kv_head);
+    // K and V rows of tile i into stage s; keys at or past n_end are zero-filled.
+    // A thread copies one 16-byte column chunk of every kRowsPerPass-th row,
+    // so a row's (paged) address is computed once for its K and V.
+    constexpr int kRowsPerPass = Cfg::kThreads / Cfg::kChunks;
+    const int chunk = threadIdx.x % Cfg::kChunks;
+    const int row_in_pass = threadIdx.x / Cfg::kChunks;
+    auto load_tile = [&](int i, int s) {
+        T *sK = sKV + s * 2 * BN * kRow;
+        T *sV = sK + BN * kRow;
+        const int j0 = key0 + i * BN;
+        if (row_in_pass >= kRowsPerPass) return;
+#pragma unroll
+        for (int r = row_in_pass; r < BN; r += kRowsPerPass) {
+            const bool valid = j0 + r < n_end;
+            const T *ks = k_rows.base, *vs = v_rows.base;
+            if (valid) {
+                if (k_rows.table != nullptr) {
+                    const int2 slot = k_rows.page_slot(j0 + r);
+                    ks = k_rows.at(slot) + chunk * 8;
+                    vs = v_rows.at(slot) + chunk * 8;
+                } else {
+                    ks = k_rows.base + int64_t(j0 + r) * k_rows.seq_stride + chunk * 8;
+                    vs = v_rows.base + int64_t(j0 + r) * v_rows.seq_stride + chunk * 8;
+                }
+            }
+            ptx::cp_async_16(ptx::smem_addr(sK + r * kRow + chunk * 8), ks, valid);
+            ptx::cp_async_16(ptx::smem_addr(sV + r * kRow + chunk * 8), vs, valid);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < num_tiles) load_tile(s, s);
+        ptx::cp_async_commit();  // Q rides in the first group
+    }
+
+    float acc[Cfg::kOTiles][4];
+#pragma unroll
+    for (int i = 0; i < Cfg::kOTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};  // raw score maximum
+    float row_sum[2] = {0.f, 0.f};
+    const int row_pos[2] = {packed_row(m_tile, g, kv_head, group).pos,
+                            packed_row(m_tile, g + 8, kv_head, group).pos};
+
+    for (int i = 0; i < num_tiles; ++i) {
+        ptx::cp_async_wait<kStages - 2>();  // tile i has landed
+        __syncthreads();                    // and every warp is done with tile i - 1
+        if (i + kStages - 1 < num_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
+        ptx::cp_async_commit();
+
+        const T *sK = sKV + (i % kStages) * 2 * BN * kRow;
+        const T *sV = sK + BN * kRow;
+        const int key_base = key0 + i * BN + key_group * 16;  // this warp's 16 keys
+
+        float s[2][4];
+#pragma unroll
+        for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t a[4], b[4];
+            ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                               kk * 16 + lane / 16 * 8));
+            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + (key_group * 16 + lane % 8 + lane / 16 * 8) * kRow +
+                                               kk * 16 + (lane / 8) % 2 * 8));
+            ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
+            ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
+        }
+
+        if (p.softcap > 0.f) {
+#pragma unroll
+            for (int n = 0; n < 2; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    s[n][e] = p.softcap * ptx::tanh_approx(s[n][e] * p.softcap_scale);
+        }
+        // Mask only slices that cross the key end, the diagonal or a window edge.
+        const bool crosses_end = key_base + 16 > n_end;
+        const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
+        const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
+        if (crosses_end || crosses_hi || crosses_lo) {
+#pragma unroll
+            for (int n = 0; n < 2; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = key_base + n * 8 + 2 * t + (e & 1);
+                    if (col >= n_end || !seq.visible(row_pos[e / 2], col)) s[n][e] = -CUDART_INF_F;
+                }
+        }
+
+        // Online softmax over this warp's keys: rows g and g + 8, 4 lanes per row.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
+                                                fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+            const float alpha = ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
+            row_max[r] = mx;
+            row_sum[r] *= alpha;
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
+                acc[nt][2 * r] *= alpha;
+                acc[nt][2 * r + 1] *= alpha;
+            }
+#pragma unroll
+            for (int n = 0; n < 2; ++n)
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                    s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled));
+                    row_sum[r] += s[n][e];
+                }
+        }
+
+        // O += P V over the warp's 16 keys and its columns of O.
+        uint32_t a[4];
+        a[0] = Elem<kBf16>::pack(s[0][0], s[0][1]);
+        a[1] = Elem<kBf16>::pack(s[0][2], s[0][3]);
+        a[2] = Elem<kBf16>::pack(s[1][0], s[1][1]);
+        a[3] = Elem<kBf16>::pack(s[1][2], s[1][3]);
+#pragma unroll
+        for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
+            uint32_t b[4];
+            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + (key_group * 16 + lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                                     d_part * Cfg::kDv + np * 16 + lane / 16 * 8));
+            ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
+            ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+
+    // Merge the key groups' states: each publishes (max in base-2 units, sum,
+    // unnormalized O) in shared memory over the drained pipeline stages.
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    float *red = reinterpret_cast<float *>(sKV);
+    float *red_m = red;                                   // [group][16]
+    float *red_l = red_m + Cfg::kKeyGroups * Cfg::BM;     // [group][16]
+    float *red_o = red_l + Cfg::kKeyGroups * Cfg::BM;     // [group][16][D]
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = row_sum[r];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const int row = g + 8 * r;
+        if (d_part == 0 && t == 0) {
+            red_m[key_group * Cfg::BM + row] =
+                sum > 0.f ? row_max[r] * p.scale_log2 : -CUDART_INF_F;
+            red_l[key_group * Cfg::BM + row] = sum;
+        }
+        float *o_row = red_o + (key_group * Cfg::BM + row) * D + d_part * Cfg::kDv;
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kOTiles; ++nt)
+            *reinterpret_cast<float2 *>(o_row + nt * 8 + 2 * t) =
+                make_float2(acc[nt][2 * r], acc[nt][2 * r + 1]);
+    }
+    __syncthreads();
+
+    // Each thread finishes 8 consecutive columns of one row.
+    const bool to_workspace = dp.partial_o != nullptr;
+    for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
+        const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+        const PackedRow pr = packed_row(m_tile, row, kv_head, group);
+        if (pr.pos >= seq.len_q) continue;
+        float m = -CUDART_INF_F;
+#pragma unroll
+        for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) m = fmaxf(m, red_m[kg * Cfg::BM + row]);
+        float weight[Cfg::kKeyGroups];
+        float l = 0.f;
+#pragma unroll
+        for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) {
+            weight[kg] = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(red_m[kg * Cfg::BM + row] - m);
+            l += red_l[kg * Cfg::BM + row] * weight[kg];
+        }
+        float out[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) {
+            const float4 *src =
+                reinterpret_cast<const float4 *>(red_o + (kg * Cfg::BM + row) * D + c * 8);
+            const float4 x = src[0], y = src[1];
+            out[0] += weight[kg] * x.x; out[1] += weight[kg] * x.y;
+            out[2] += weight[kg] * x.z; out[3] += weight[kg] * x.w;
+            out[4] += weight[kg] * y.x; out[5] += weight[kg] * y.y;
+            out[6] += weight[kg] * y.z; out[7] += weight[kg] * y.w;
+        }
+        const int64_t q_row = p.cu_seqlens_q != nullptr
+                                  ? seq.q_row0 + pr.pos
+                                  : int64_t(batch) * p.seqlen_q + pr.pos;  // row in q_rows
+        if (to_workspace) {
+            // Partial result of this split: normalized O and its LSE (-inf: no key).
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            float *dst = dp.partial_o +
+                         ((int64_t(split) * dp.q_rows + q_row) * p.num_q_heads + pr.head) * D + c * 8;
+            reinterpret_cast<float4 *>(dst)[0] =
+                make_float4(out[0] * inv, out[1] * inv, out[2] * inv, out[3] * inv);
+            reinterpret_cast<float4 *>(dst)[1] =
+                make_float4(out[4] * inv, out[5] * inv, out[6] * inv, out[7] * inv);
+            if (c == 0)
+                dp.partial_lse[(int64_t(split) * p.num_q_heads + pr.head) * dp.q_rows + q_row] =
+                    l > 0.f ? (m + __log2f(l)) * kLn2 : -CUDART_INF_F;
+        } else {
+            // The whole answer: a sink joins the denominator with no value row.
+            const float sink = p.sinks != nullptr ? p.sinks[pr.head] * kLog2e : -CUDART_INF_F;
+            const float row_m = l > 0.f ? m : -CUDART_INF_F;
+            const float mm = fmaxf(row_m, sink);
+            const float keep = mm == -CUDART_INF_F ? 0.f : ptx::exp2_approx(row_m - mm);
+            const float total = l * keep + (mm == -CUDART_INF_F ? 0.f : ptx::exp2_approx(sink - mm));
+            const float inv = total > 0.f ? keep / total : 0.f;
+            uint4 packed;
+            packed.x = Elem<kBf16>::pack(out[0] * inv, out[1] * inv);
+            packed.y = Elem<kBf16>::pack(out[2] * inv, out[3] * inv);
+            packed.z = Elem<kBf16>::pack(out[4] * inv, out[5] * inv);
+            packed.w = Elem<kBf16>::pack(out[6] * inv, out[7] * inv);
+            T *dst = static_cast<T *>(p.o) + int64_t(batch) * p.o_stride.batch +
+                     (seq.q_row0 + pr.pos) * p.o_stride.seq + int64_t(pr.head) * p.o_stride.head + c * 8;
+            *reinterpret_cast<uint4 *>(dst) = packed;
+            if (c == 0 && p.lse != nullptr)
+                p.lse[batch * p.lse_batch_stride + pr.head * p.lse_head_stride + seq.q_row0 + pr.pos] =
+                    total > 0.f ? (mm + __log2f(total)) * kLn2 : -CUDART_INF_F;
+        }
+    }
+}
+
+}  // namespace fmha::decode
+
+// Entry points, one per (dtype, head_dim); named in launch_decode.cpp.
+#define FMHA_DECODE_ENTRY(name, bf16, d)                                               \
+    extern "C" __global__ void __launch_bounds__(fmha::kDecodeThreads)                 \
+        name(const fmha::DecodeParams p) {                                             \
+        fmha::decode::decode<bf16, d>(p);                                              \
+    }
+
+FMHA_DECODE_ENTRY(fmha_decode_bf16_hd64, true, 64)
+FMHA_DECODE_ENTRY(fmha_decode_bf16_hd96, true, 96)
+FMHA_DECODE_ENTRY(fmha_decode_bf16_hd128, true, 128)
+FMHA_DECODE_ENTRY(fmha_decode_bf16_hd256, true, 256)
+FMHA_DECODE_ENTRY(fmha_decode_bf16_hd512, true, 512)
+FMHA_DECODE_ENTRY(fmha_decode_fp16_hd64, false, 64)
+FMHA_DECODE_ENTRY(fmha_decode_fp16_hd96, false, 96)
+FMHA_DECODE_ENTRY(fmha_decode_fp16_hd128, false, 128)
+FMHA_DECODE_ENTRY(fmha_decode_fp16_hd256, false, 256)
+FMHA_DECODE_ENTRY(fmha_decode_fp16_hd512, false, 512)

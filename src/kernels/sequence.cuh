@@ -1,0 +1,108 @@
+// Per-sequence geometry on the device: lengths from cu_seqlens / seqused_k,
+// where a sequence's rows start in packed tensors, which keys each query row
+// sees, and the address of key j in a contiguous or paged K/V cache. Shared
+// by the portable and decode kernels.
+#pragma once
+#include <stdint.h>
+
+#include "kernels/params.h"
+
+namespace fmha {
+
+struct Sequence {
+    int len_q, len_k;
+    int64_t q_row0;  // first row of the sequence in Q/O (packed) or 0
+    int64_t k_row0;  // first row in packed K/V, or 0 (dense, paged)
+    // Key j is visible to query row i iff j < len_k and
+    // (!has_lo || j >= i + lo) and (!has_hi || j <= i + hi).
+    int64_t lo, hi;
+    bool has_lo, has_hi;
+
+    __device__ __forceinline__ bool visible(int64_t i, int64_t j) const {
+        return j < len_k && (!has_lo || j >= i + lo) && (!has_hi || j <= i + hi);
+    }
+};
+
+__device__ __forceinline__ Sequence sequence_of(const FwdParams &p, int b) {
+    Sequence s;
+    s.q_row0 = 0;
+    s.len_q = p.seqlen_q;
+    if (p.cu_seqlens_q != nullptr) {
+        s.q_row0 = p.cu_seqlens_q[b];
+        s.len_q = min(max(p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], 0), p.seqlen_q);
+    }
+    s.k_row0 = 0;
+    int len_k = p.seqlen_k;
+    if (p.cu_seqlens_k != nullptr) {
+        len_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+        if (p.block_table == nullptr) s.k_row0 = p.cu_seqlens_k[b];
+    }
+    if (p.seqused_k != nullptr) len_k = p.seqused_k[b];
+    s.len_k = min(max(len_k, 0), p.seqlen_k);
+    // The diagonal of row i is i + diag (fmha.h: top-left, else bottom-right).
+    const int64_t diag = p.mask == 1 ? 0 : int64_t(s.len_k) - s.len_q;
+    s.has_hi = p.mask != 0 || p.window_right >= 0;
+    s.hi = p.mask != 0 ? diag : diag + p.window_right;
+    s.has_lo = p.window_left >= 0;
+    s.lo = diag - p.window_left;
+    return s;
+}
+
+// Keys [begin, end) that some row in [row_first, row_last] may see.
+__device__ __forceinline__ void visible_key_range(const Sequence &s, int row_first, int row_last,
+                                                  int *begin, int *end) {
+    int64_t e = s.len_k, b = 0;
+    if (s.has_hi) e = min(e, int64_t(row_last) + s.hi + 1);
+    if (s.has_lo) b = max(b, int64_t(row_first) + s.lo);
+    *begin = static_cast<int>(b);
+    *end = static_cast<int>(max(e, b));
+}
+
+// Rows of K (or V) of one (sequence, kv head): contiguous or paged.
+template <typename T>
+struct KvRows {
+    const T *base;           // at the head (and, unpaged, the sequence's first row)
+    int64_t seq_stride;      // between rows (within a page)
+    int64_t page_stride;     // between pages
+    const int32_t *table;    // this sequence's block-table row, or null
+    int page_size, page_shift, num_pages;
+
+    // Page of key j and its row in the page (paged caches only). K and V
+    // share the block table, so one lookup serves both.
+    __device__ __forceinline__ int2 page_slot(int j) const {
+        const int block = page_shift >= 0 ? j >> page_shift : j / page_size;
+        const int in_page = page_shift >= 0 ? j & (page_size - 1) : j - block * page_size;
+        // Out-of-range entries are clamped: a broken table never faults.
+        const int page = min(max(__ldg(table + block), 0), num_pages - 1);
+        return make_int2(page, in_page);
+    }
+    __device__ __forceinline__ const T *at(int2 slot) const {
+        return base + int64_t(slot.x) * page_stride + int64_t(slot.y) * seq_stride;
+    }
+    __device__ __forceinline__ const T *row(int j) const {
+        return table == nullptr ? base + int64_t(j) * seq_stride : at(page_slot(j));
+    }
+};
+
+template <typename T>
+__device__ __forceinline__ KvRows<T> kv_rows(const FwdParams &p, const void *ptr,
+                                             const TensorStrides &st, const Sequence &s, int b,
+                                             int kv_head) {
+    KvRows<T> r;
+    r.seq_stride = st.seq;
+    r.page_stride = st.batch;
+    r.page_size = p.page_size;
+    r.page_shift = p.page_shift;
+    r.num_pages = p.num_pages;
+    const T *head_base = static_cast<const T *>(ptr) + int64_t(kv_head) * st.head;
+    if (p.block_table != nullptr) {
+        r.table = p.block_table + int64_t(b) * p.max_pages_per_seq;
+        r.base = head_base;
+    } else {
+        r.table = nullptr;
+        r.base = head_base + int64_t(b) * st.batch + s.k_row0 * st.seq;
+    }
+    return r;
+}
+
+}  // namespace fmha

@@ -1,0 +1,173 @@
+// The decode kernel family: split-KV choice, workspace layout and the two
+// launches (decode, then the combine when the keys are split).
+#include <algorithm>
+#include <climits>
+
+#include "errors.h"
+#include "fwd_params.h"
+#include "kernel_select.h"
+#include "kernels/params.h"
+#include "kernels/tile_traits.h"
+#include "plan.h"
+
+namespace fmha {
+namespace {
+
+// Query rows of one KV head at or below which AUTO prefers the decode kernel
+// (its 16-row tiles re-read K/V per tile; the prefill kernels tile 64+ rows).
+constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
+// A split should stream at least this many keys, or the combine costs more
+// than the parallelism gains.
+constexpr int64_t kMinKeysPerSplit = 256;
+
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    switch (head_dim) {
+    case 64: return bf16 ? "fmha_decode_bf16_hd64" : "fmha_decode_fp16_hd64";
+    case 96: return bf16 ? "fmha_decode_bf16_hd96" : "fmha_decode_fp16_hd96";
+    case 128: return bf16 ? "fmha_decode_bf16_hd128" : "fmha_decode_fp16_hd128";
+    case 256: return bf16 ? "fmha_decode_bf16_hd256" : "fmha_decode_fp16_hd256";
+    case 512: return bf16 ? "fmha_decode_bf16_hd512" : "fmha_decode_fp16_hd512";
+    }
+    return nullptr;
+}
+
+int64_t group_size(const Problem &p) { return p.num_q_heads / p.num_kv_heads; }
+
+int64_t m_tiles(const Problem &p) {
+    return (p.seqlen_q * group_size(p) + kDecodeRows - 1) / kDecodeRows;
+}
+
+// Splits that fill the device best: the fraction of the last wave of CTAs
+// that does work, with fewer splits preferred unless clearly better. Without
+// device information (support queries) no split.
+int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
+    if (dev.num_sms <= 0) return 1;
+    const int per_sm = smem_bytes <= 110 * 1024 ? 2 : 1;
+    const int64_t slots = int64_t(dev.num_sms) * per_sm;
+    const int64_t base = p.batch * p.num_kv_heads * m_tiles(p);
+    const int64_t max_splits =
+        std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, p.seqlen_k / kMinKeysPerSplit));
+    auto efficiency = [&](int64_t s) {
+        const int64_t ctas = base * s;
+        const int64_t waves = (ctas + slots - 1) / slots;
+        return double(ctas) / double(waves * slots);
+    };
+    int64_t best = 1;
+    double best_eff = efficiency(1);
+    for (int64_t s = 2; s <= max_splits; ++s) {
+        const double eff = efficiency(s);
+        if (eff > best_eff + 0.05) {
+            best = s;
+            best_eff = eff;
+        }
+    }
+    return static_cast<int>(best);
+}
+
+struct Workspace {
+    uint64_t partial_o_bytes = 0, partial_lse_bytes = 0;
+    uint64_t total() const { return partial_o_bytes + partial_lse_bytes; }
+};
+
+Workspace workspace_of(const Problem &p, int splits) {
+    Workspace w;
+    if (splits <= 1) return w;
+    const uint64_t rows = uint64_t(p.q_rows()) * p.num_q_heads * splits;
+    w.partial_o_bytes = (rows * p.head_dim * sizeof(float) + 255) / 256 * 256;
+    w.partial_lse_bytes = (rows * sizeof(float) + 255) / 256 * 256;
+    return w;
+}
+
+fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
+                          CUstream stream) {
+    const Problem &p = plan.problem;
+    const KernelChoice &c = plan.choice;
+    DecodeParams dp{};
+    dp.fwd = make_fwd_params(p, t, kDecodeRows);
+    dp.q_rows = p.q_rows();
+    dp.num_splits = c.num_splits;
+    dp.q_heads_per_kv = static_cast<int32_t>(group_size(p));
+    dp.num_m_tiles = static_cast<int32_t>(m_tiles(p));
+    const Workspace ws = workspace_of(p, c.num_splits);
+    if (c.num_splits > 1) {
+        dp.partial_o = static_cast<float *>(workspace);
+        dp.partial_lse =
+            reinterpret_cast<float *>(static_cast<char *>(workspace) + ws.partial_o_bytes);
+    }
+    FMHA_TRY(launch(*plan.drv, plan.function, c.num_splits,
+                    static_cast<unsigned>(dp.num_m_tiles * p.num_kv_heads),
+                    static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream, &dp,
+                    c.kernel_name));
+    if (c.num_splits <= 1) return FMHA_STATUS_SUCCESS;
+
+    // Combine the splits. Packed (varlen) rows are one batch of total_q rows.
+    CombineParams cp{};
+    const int64_t heads = p.num_q_heads, d = p.head_dim;
+    const int64_t batch = p.varlen_q ? 1 : p.batch;
+    const int64_t seqlen = p.varlen_q ? p.total_q : p.seqlen_q;
+    for (int s = 0; s < c.num_splits; ++s) {
+        cp.o_parts[s] = dp.partial_o + int64_t(s) * dp.q_rows * heads * d;
+        cp.lse_parts[s] = dp.partial_lse + int64_t(s) * heads * dp.q_rows;
+    }
+    cp.part_stride = {seqlen * heads * d, heads * d, d};
+    cp.lse_part_stride = {seqlen, 1, dp.q_rows};
+    cp.o = t.o;
+    cp.o_stride = {p.o.batch, p.o.seq, p.o.head};
+    cp.lse = p.write_lse ? t.lse : nullptr;
+    cp.lse_stride = {dp.fwd.lse_batch_stride, 1, dp.fwd.lse_head_stride};
+    cp.sinks = p.sinks ? t.sinks : nullptr;
+    cp.row_limit = p.varlen_q ? t.cu_seqlens_q + p.batch : nullptr;
+    cp.rows = batch * seqlen;
+    cp.seqlen = static_cast<int32_t>(seqlen);
+    cp.heads = static_cast<int32_t>(heads);
+    cp.head_dim = static_cast<int32_t>(d);
+    cp.num_parts = c.num_splits;
+    const int64_t warps = cp.rows * heads;
+    const unsigned blocks = static_cast<unsigned>((warps + 3) / 4);
+    return launch(*plan.drv, plan.combine_function, blocks, 1, 1, 128, 0, stream, &cp,
+                  c.combine_kernel_name);
+}
+
+}  // namespace
+
+bool prefers_decode(const Problem &p) {
+    return p.head_dim == 512 || p.num_splits >= 2 ||
+           p.seqlen_q * (p.num_q_heads / p.num_kv_heads) <= kDecodeMaxRowsPerKvHead;
+}
+
+fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
+    const int d = static_cast<int>(p.head_dim);
+    const int64_t tiles = m_tiles(p) * p.num_kv_heads;
+    if (tiles > 65535 || p.batch > 65535)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "the decode kernel handles up to 65535 batches and 65535 x 16 query rows "
+                    "per sequence and KV head (batch %lld, rows %lld)",
+                    (long long)p.batch, (long long)(tiles * kDecodeRows));
+    if (p.q_rows() * p.num_q_heads > (int64_t(1) << 33))
+        return fail(FMHA_STATUS_NOT_SUPPORTED, "the problem has too many query rows");
+    KernelChoice c;
+    c.family = FMHA_KERNEL_DECODE;
+    c.image_family = "decode";
+    c.kernel_name = kernel_name(p.dtype, p.head_dim);
+    c.tile_m = kDecodeRows;
+    c.tile_n = decode_tile(d).block_n;
+    c.threads = kDecodeThreads;
+    c.smem_bytes = decode_smem_bytes(d);
+    if (dev.max_smem > 0 && c.smem_bytes > dev.max_smem)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "the decode kernel for head_dim %d needs %d bytes of shared memory; "
+                    "sm_%d offers %d",
+                    d, c.smem_bytes, dev.sm, dev.max_smem);
+    c.num_splits = p.num_splits > 0 ? p.num_splits : auto_splits(p, dev, c.smem_bytes);
+    c.workspace_bytes = workspace_of(p, c.num_splits).total();
+    c.combine_kernel_name = c.num_splits > 1 ? (p.dtype == FMHA_DTYPE_BF16
+                                                    ? "fmha_combine_splits_bf16"
+                                                    : "fmha_combine_splits_fp16")
+                                             : nullptr;
+    c.launch = decode_launch;
+    *out = c;
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace fmha

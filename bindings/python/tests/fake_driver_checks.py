@@ -196,6 +196,121 @@ def check_concurrent_runs_share_a_plan() -> None:
         assert launches() - before >= 200
 
 
+# ---------------------------------------------------------------- serving (descriptor v3, merge)
+CU_Q_PTR, CU_K_PTR, USED_PTR, TABLE_PTR = (BASE + 0x40000000 + i * 0x1000000 for i in range(4))
+TQ, TK, MAXQ, MAXK = 50, 300, 30, 200
+
+
+def _i32(shape, ptr, device=0):
+    return FakeCAI(shape, typestr="<i4", ptr=ptr, device=device)
+
+
+def check_varlen_on_fake_arrays() -> None:
+    fmha.clear_plan_cache()
+    q = FakeCAI([TQ, HQ, D], ptr=Q_PTR, device=0)
+    k, v = FakeCAI([TK, HKV, D], ptr=K_PTR, device=0), FakeCAI([TK, HKV, D], ptr=V_PTR, device=0)
+    o = FakeCAI([TQ, HQ, D], ptr=O_PTR, device=0)
+    cq, ck = _i32([B + 1], CU_Q_PTR), _i32([B + 1], CU_K_PTR)
+    before = launches()
+    assert fmha.attention_varlen(q, k, v, cq, ck, MAXQ, MAXK, out=o, causal="bottom_right", stream=0x770) is o
+    assert launches() > before and last_stream() == 0x770
+    fmha.attention_varlen(q, k, v, cq, ck, MAXQ, MAXK, out=o, causal="bottom_right")
+    info = fmha.plan_cache_info()
+    assert (info.misses, info.hits) == (1, 1), info
+    lse = FakeCAI([HQ, TQ], typestr="<f4", ptr=LSE_PTR, device=0)
+    out, lse_back = fmha.attention_varlen(q, k, v, cq, ck, MAXQ, MAXK, out=o, lse_out=lse, return_lse=True,
+                                          seqused_k=_i32([B], USED_PTR))
+    assert out is o and lse_back is lse
+    expect(fmha.MisalignedError, fmha.attention_varlen, q, k, v, _i32([B + 1], CU_Q_PTR + 2), ck, MAXQ, MAXK,
+           out=o, match="tensors.cu_seqlens_q")
+    # Every sequence without keys: K/V may have no rows at all (NULL data).
+    empty = FakeCAI([0, HKV, D], ptr=0, device=0)
+    fmha.attention_varlen(q, empty, empty, cq, ck, MAXQ, 0, out=o)
+
+
+def check_plan_run_requires_index_arrays() -> None:
+    q = FakeCAI([TQ, HQ, D], ptr=Q_PTR)
+    k = FakeCAI([TK, HKV, D], ptr=K_PTR)
+    cq, ck = _i32([B + 1], CU_Q_PTR), _i32([B + 1], CU_K_PTR)
+    with fmha.Plan(fmha.describe_varlen(q, k, k, cq, ck, MAXQ, MAXK, out=q)) as plan:
+        assert plan.flags == fmha.FMHA_FLAG_VARLEN_Q | fmha.FMHA_FLAG_VARLEN_K
+        ws = workspace_args(plan)
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, cu_seqlens_q=CU_Q_PTR, match="cu_seqlens_k=", **ws)
+        before = launches()
+        plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, cu_seqlens_q=cq, cu_seqlens_k=CU_K_PTR, block_table=TABLE_PTR, **ws)
+        assert launches() > before  # block_table: not used by this plan, ignored
+    with fmha.Plan(**PROBLEM) as plan:  # a dense plan ignores index arrays
+        plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, cu_seqlens_q=CU_Q_PTR, **workspace_args(plan))
+
+
+def check_kvcache_paged_and_split() -> None:
+    fmha.clear_plan_cache()
+    q = FakeCAI([B, 1, HQ, D], ptr=Q_PTR, device=0)
+    pages = FakeCAI([40, 16, HKV, D], ptr=K_PTR, device=0)
+    o = FakeCAI([B, 1, HQ, D], ptr=O_PTR, device=0)
+    table = _i32([B, 16], TABLE_PTR)
+    before = launches()
+    fmha.attention_with_kvcache(q, pages, pages, _i32([B], USED_PTR), block_table=table, out=o, num_splits=1)
+    assert launches() > before
+    # The plan depends on the cache's geometry, not on the lengths: a decode loop hits the cache.
+    fmha.attention_with_kvcache(q, pages, pages, _i32([B], USED_PTR + 64), block_table=table, out=o, num_splits=1)
+    assert fmha.plan_cache_info().hits == 1
+    desc = fmha.describe_with_kvcache(q, pages, pages, _i32([B], USED_PTR), block_table=table, out=o, num_splits=4)
+    with fmha.Plan(desc) as plan:
+        assert plan.info.num_splits == 4, plan.info
+        assert plan.workspace_size > 0  # split-KV partial results live in the workspace
+        expect(fmha.WorkspaceTooSmallError, plan.run, Q_PTR, K_PTR, K_PTR, O_PTR, seqused_k=USED_PTR,
+               block_table=TABLE_PTR, workspace=WS_PTR, workspace_bytes=16)
+        expect(ValueError, plan.run, Q_PTR, K_PTR, K_PTR, O_PTR, seqused_k=USED_PTR, match="block_table=")
+    # Fake arrays give nothing to allocate workspace with: it must be passed.
+    expect(ValueError, fmha.attention_with_kvcache, q, pages, pages, _i32([B], USED_PTR), block_table=table, out=o,
+           num_splits=4, match="workspace=")
+    fmha.attention_with_kvcache(q, pages, pages, _i32([B], USED_PTR), block_table=table, out=o, num_splits=4,
+                                workspace=WS_PTR)
+    # Contiguous cache, one length for all, packed queries.
+    cache = FakeCAI([B, 256, HKV, D], ptr=K_PTR, device=0)
+    fmha.attention_with_kvcache(q, cache, cache, 100, out=o)
+    qp = FakeCAI([TQ, HQ, D], ptr=Q_PTR, device=0)
+    fmha.attention_with_kvcache(qp, pages, pages, _i32([B], USED_PTR), block_table=table,
+                                cu_seqlens_q=_i32([B + 1], CU_Q_PTR), max_seqlen_q=MAXQ,
+                                out=FakeCAI([TQ, HQ, D], ptr=O_PTR, device=0))
+
+
+def check_merge_on_fake_arrays() -> None:
+    fmha.clear_plan_cache()
+    parts = [FakeCAI([B, 5, HQ, D], ptr=BASE + i * 0x1000000, device=0) for i in range(3)]
+    lses = [FakeCAI([B, HQ, 5], typestr="<f4", ptr=BASE + 0x8000000 + i * 0x100000, device=0) for i in range(3)]
+    out = FakeCAI([B, 5, HQ, D], ptr=O_PTR, device=0)
+    before = launches()
+    assert fmha.merge(parts, lses, out=out, stream=0x880) is out
+    assert launches() == before + 1 and last_stream() == 0x880
+    lse = FakeCAI([B, HQ, 5], typestr="<f4", ptr=LSE_PTR, device=0)
+    assert fmha.merge(parts, lses, out=parts[0], lse_out=lse, return_lse=True) == (parts[0], lse)
+    fmha.merge(parts, lses, out=out)
+    info = fmha.plan_cache_info()
+    assert (info.misses, info.hits) == (2, 1), info
+    # packed parts, as attention_varlen returns them
+    packed = [FakeCAI([TQ, HQ, D], ptr=BASE + i * 0x1000000, device=0) for i in range(2)]
+    plse = [FakeCAI([HQ, TQ], typestr="<f4", ptr=BASE + 0x8000000 + i * 0x100000, device=0) for i in range(2)]
+    fmha.merge(packed, plse, out=FakeCAI([TQ, HQ, D], ptr=O_PTR, device=0))
+    with fmha.MergePlan(batch=B, seqlen_q=5, num_heads=HQ, head_dim=D, num_parts=2, write_lse=True) as mp:
+        assert mp.info.num_splits == 2 and "MergePlan parts=2" in repr(mp)
+        expect(ValueError, mp.run, [O_PTR], [LSE_PTR], O_PTR, lse=LSE_PTR, match="combines 2 parts")
+        expect(ValueError, mp.run, [Q_PTR, K_PTR], [LSE_PTR, LSE_PTR], O_PTR, match="writes LSE")
+        expect(fmha.MisalignedError, mp.run, [Q_PTR, K_PTR + 8], [LSE_PTR, LSE_PTR], O_PTR, lse=LSE_PTR,
+               match="o_parts[1]")
+        mp.run([Q_PTR, K_PTR], [LSE_PTR, LSE_PTR + 4], O_PTR, lse=WS_PTR, stream=0x990)
+        assert last_stream() == 0x990
+    assert mp.closed
+    expect(ValueError, mp.run, [Q_PTR, K_PTR], [LSE_PTR, LSE_PTR], O_PTR, match="closed")
+    # An attention plan is not a merge plan.
+    with fmha.Plan(**PROBLEM) as plan:
+        arr = (ctypes.c_void_p * 1)(Q_PTR)
+        lse_arr = (ctypes.POINTER(ctypes.c_float) * 1)(ctypes.cast(ctypes.c_void_p(LSE_PTR), ctypes.POINTER(ctypes.c_float)))
+        expect(fmha.InvalidArgumentError, fmha._lib.call, "fmha_run_merge", ctypes.c_void_p(plan._handle), arr,
+               lse_arr, O_PTR, None, None, match="attention plan")
+
+
 def main() -> int:
     name = sys.argv[1]
     if fmha.driver_version() is None:

@@ -34,6 +34,7 @@ STRUCTS: Dict[str, Type[ctypes.Structure]] = {
     "fmha_descriptor": _abi.FmhaDescriptor,
     "fmha_plan_info": _abi.FmhaPlanInfo,
     "fmha_tensors": _abi.FmhaTensors,
+    "fmha_merge_descriptor": _abi.FmhaMergeDescriptor,
 }
 # Macros that are not integer constants of the API.
 NOT_MIRRORED = {"FMHA_FMHA_H", "FMHA_API"}

@@ -7,6 +7,10 @@ torch and CuPy are optional and never imported by this package itself.
 Main entry points:
 
 * :func:`attention` - attention on torch / CuPy / DLPack tensors.
+* :func:`attention_varlen` - packed variable-length batches (cu_seqlens).
+* :func:`attention_with_kvcache` - decode against a contiguous or paged KV cache.
+* :func:`merge` - exact merge of partial results over disjoint key sets.
+* :func:`check_block_table` - the paged-KV block-table contract, on the host.
 * :class:`Plan` - explicit plans for the C-style create-once, run-many use.
 * :func:`check_support` - is a problem valid and supported? (no driver needed)
 * :func:`version`, :func:`driver_version`, :func:`embedded_archs`.
@@ -16,8 +20,14 @@ from __future__ import annotations
 
 from ._abi import (
     FMHA_DESCRIPTOR_VERSION,
+    FMHA_FLAG_PAGED_KV,
+    FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
+    FMHA_FLAG_VARLEN_K,
+    FMHA_FLAG_VARLEN_Q,
     FMHA_FLAG_WRITE_LSE,
+    FMHA_MERGE_DESCRIPTOR_VERSION,
+    FMHA_MERGE_MAX_PARTS,
     FMHA_PLAN_INFO_VERSION,
     FMHA_SM_ANY as SM_ANY,
     FMHA_SM_CURRENT_DEVICE as SM_CURRENT_DEVICE,
@@ -28,6 +38,7 @@ from ._abi import (
     FMHA_VERSION_PATCH,
     DType,
     FmhaDescriptor,
+    FmhaMergeDescriptor,
     FmhaPlanInfo,
     FmhaStrides,
     FmhaTensors,
@@ -53,8 +64,16 @@ from .errors import (
     VersionMismatchError,
     WorkspaceTooSmallError,
 )
-from .plan import CacheInfo, Plan, PlanCache, PlanInfo
-from .problem import SupportResult, check_support, layout_strides, make_descriptor
+from .plan import CacheInfo, MergePlan, Plan, PlanCache, PlanInfo
+from .problem import SupportResult, check_support, layout_strides, make_descriptor, make_merge_descriptor
+from .serving import (
+    attention_varlen,
+    attention_with_kvcache,
+    check_block_table,
+    describe_varlen,
+    describe_with_kvcache,
+    merge,
+)
 from .runtime import (
     VersionInfo,
     driver_version,
@@ -70,18 +89,26 @@ __version__ = "0.1.0"
 __all__ = [
     # high level
     "attention",
+    "attention_varlen",
+    "attention_with_kvcache",
+    "merge",
     "describe",
+    "describe_varlen",
+    "describe_with_kvcache",
+    "check_block_table",
     "plan_cache_info",
     "clear_plan_cache",
     "set_plan_cache_size",
     "CacheInfo",
     # plans and problems
     "Plan",
+    "MergePlan",
     "PlanInfo",
     "PlanCache",
     "check_support",
     "SupportResult",
     "make_descriptor",
+    "make_merge_descriptor",
     "layout_strides",
     # introspection
     "version",
@@ -99,6 +126,7 @@ __all__ = [
     "Mask",
     "KernelFamily",
     "FmhaDescriptor",
+    "FmhaMergeDescriptor",
     "FmhaStrides",
     "FmhaTensors",
     "FmhaPlanInfo",
@@ -111,8 +139,14 @@ __all__ = [
     "FMHA_DESCRIPTOR_VERSION",
     "FMHA_TENSORS_VERSION",
     "FMHA_PLAN_INFO_VERSION",
+    "FMHA_MERGE_DESCRIPTOR_VERSION",
+    "FMHA_MERGE_MAX_PARTS",
     "FMHA_FLAG_SINKS",
     "FMHA_FLAG_WRITE_LSE",
+    "FMHA_FLAG_VARLEN_Q",
+    "FMHA_FLAG_VARLEN_K",
+    "FMHA_FLAG_SEQUSED_K",
+    "FMHA_FLAG_PAGED_KV",
     # errors
     "FmhaError",
     "InvalidArgumentError",

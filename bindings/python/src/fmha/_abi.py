@@ -21,9 +21,15 @@ __all__ = [
     "FMHA_VERSION_NUMBER",
     "FMHA_FLAG_WRITE_LSE",
     "FMHA_FLAG_SINKS",
+    "FMHA_FLAG_VARLEN_Q",
+    "FMHA_FLAG_VARLEN_K",
+    "FMHA_FLAG_SEQUSED_K",
+    "FMHA_FLAG_PAGED_KV",
     "FMHA_DESCRIPTOR_VERSION",
     "FMHA_PLAN_INFO_VERSION",
     "FMHA_TENSORS_VERSION",
+    "FMHA_MERGE_DESCRIPTOR_VERSION",
+    "FMHA_MERGE_MAX_PARTS",
     "FMHA_SM_ANY",
     "FMHA_SM_CURRENT_DEVICE",
     "Status",
@@ -34,6 +40,7 @@ __all__ = [
     "FmhaDescriptor",
     "FmhaPlanInfo",
     "FmhaTensors",
+    "FmhaMergeDescriptor",
     "fmha_plan_p",
     "fmha_stream",
     "c_enum",
@@ -52,9 +59,15 @@ FMHA_VERSION_NUMBER = FMHA_VERSION_MAJOR * 10000 + FMHA_VERSION_MINOR * 100 + FM
 # --------------------------------------------------------------------------
 FMHA_FLAG_WRITE_LSE = 0x1
 FMHA_FLAG_SINKS = 0x2
-FMHA_DESCRIPTOR_VERSION = 2
-FMHA_PLAN_INFO_VERSION = 1
-FMHA_TENSORS_VERSION = 2
+FMHA_FLAG_VARLEN_Q = 0x4
+FMHA_FLAG_VARLEN_K = 0x8
+FMHA_FLAG_SEQUSED_K = 0x10
+FMHA_FLAG_PAGED_KV = 0x20
+FMHA_DESCRIPTOR_VERSION = 3
+FMHA_PLAN_INFO_VERSION = 2
+FMHA_TENSORS_VERSION = 3
+FMHA_MERGE_DESCRIPTOR_VERSION = 1
+FMHA_MERGE_MAX_PARTS = 64
 FMHA_SM_ANY = 0
 FMHA_SM_CURRENT_DEVICE = -1
 
@@ -109,6 +122,7 @@ class KernelFamily(enum.IntEnum):
     AUTO = 0
     PORTABLE = 1
     HOPPER = 2
+    DECODE = 3
 
 
 # --------------------------------------------------------------------------
@@ -164,6 +178,13 @@ class FmhaDescriptor(ctypes.Structure):
         ("window_right", ctypes.c_int32),
         ("softcap", ctypes.c_float),
         ("reserved1", ctypes.c_int32),
+        # version 3
+        ("total_q", ctypes.c_int64),
+        ("total_k", ctypes.c_int64),
+        ("num_pages", ctypes.c_int64),
+        ("max_pages_per_seq", ctypes.c_int64),
+        ("page_size", ctypes.c_int32),
+        ("num_splits", ctypes.c_int32),
     ]
 
     def __repr__(self) -> str:
@@ -189,6 +210,9 @@ class FmhaPlanInfo(ctypes.Structure):
         ("threads_per_cta", ctypes.c_int32),
         ("shared_memory_bytes", ctypes.c_int32),
         ("workspace_bytes", ctypes.c_uint64),
+        # version 2
+        ("num_splits", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
     ]
 
 
@@ -205,7 +229,36 @@ class FmhaTensors(ctypes.Structure):
         ("lse", ctypes.POINTER(ctypes.c_float)),
         # version 2
         ("sinks", ctypes.POINTER(ctypes.c_float)),
+        # version 3: int32 device arrays
+        ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)),
+        ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
+        ("seqused_k", ctypes.POINTER(ctypes.c_int32)),
+        ("block_table", ctypes.POINTER(ctypes.c_int32)),
     ]
+
+
+class FmhaMergeDescriptor(ctypes.Structure):
+    """``fmha_merge_descriptor``: a merge of partial results. Fill with
+    ``fmha_merge_descriptor_init``."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("dtype", ctypes.c_int32),
+        ("batch", ctypes.c_int64),
+        ("seqlen_q", ctypes.c_int64),
+        ("num_heads", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("part_strides", FmhaStrides),
+        ("o_strides", FmhaStrides),
+        ("num_parts", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("device", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+    ]
+
+    def __repr__(self) -> str:
+        parts = [f"{field[0]}={getattr(self, field[0])!r}" for field in self._fields_]
+        return "FmhaMergeDescriptor(" + ", ".join(parts) + ")"
 
 
 #: ``fmha_plan *`` (opaque).

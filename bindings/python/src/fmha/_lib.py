@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._abi import (
     FMHA_VERSION_MAJOR,
     FmhaDescriptor,
+    FmhaMergeDescriptor,
     FmhaPlanInfo,
     FmhaStrides,
     FmhaTensors,
@@ -65,6 +66,13 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "fmha_plan_info_init": (c_enum, [_P(FmhaPlanInfo), ctypes.c_uint32]),
     "fmha_tensors_init": (c_enum, [_P(FmhaTensors), ctypes.c_uint32]),
     "fmha_run": (c_enum, [fmha_plan_p, _P(FmhaTensors), ctypes.c_void_p, ctypes.c_size_t, fmha_stream]),
+    "fmha_check_block_table": (c_enum, [_P(FmhaDescriptor), _P(ctypes.c_int32), _P(ctypes.c_int32)]),
+    "fmha_merge_descriptor_init": (c_enum, [_P(FmhaMergeDescriptor), ctypes.c_uint32]),
+    "fmha_create_merge_plan": (c_enum, [_P(fmha_plan_p), _P(FmhaMergeDescriptor)]),
+    "fmha_run_merge": (
+        c_enum,
+        [fmha_plan_p, _P(ctypes.c_void_p), _P(_P(ctypes.c_float)), ctypes.c_void_p, _P(ctypes.c_float), fmha_stream],
+    ),
     "fmha_embedded_archs": (ctypes.c_int32, [_P(ctypes.c_int32), ctypes.c_int32]),
     "fmha_embedded_ptx_arch": (ctypes.c_int32, []),
     "fmha_driver_version": (c_enum, [_P(ctypes.c_int32)]),

@@ -116,6 +116,7 @@ def _prepare(
     window: Optional[Tuple[int, int]] = None,
     softcap: Optional[float] = None,
     sinks: Any = None,
+    num_splits: Optional[int] = None,
 ) -> _Call:
     layout = parse_layout(layout)
     stream_ptr = resolve_stream(stream, q)
@@ -202,6 +203,7 @@ def _prepare(
         window=window,
         softcap=softcap,
         sinks=sv is not None,
+        num_splits=num_splits,
     )
     return _Call(descriptor, layout, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape, sv)
 
@@ -222,6 +224,7 @@ def describe(
     window: Optional[Tuple[int, int]] = None,
     softcap: Optional[float] = None,
     sinks: Any = None,
+    num_splits: Optional[int] = None,
 ) -> FmhaDescriptor:
     """The descriptor :func:`attention` would use for these arguments.
 
@@ -231,7 +234,7 @@ def describe(
     return _prepare(
         q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout,
         out=out, lse_out=lse_out, kernel=kernel, stream=stream,
-        window=window, softcap=softcap, sinks=sinks,
+        window=window, softcap=softcap, sinks=sinks, num_splits=num_splits,
     ).descriptor
 
 
@@ -278,6 +281,7 @@ def attention(
     window: Optional[Tuple[int, int]] = None,
     softcap: Optional[float] = None,
     sinks: Any = None,
+    num_splits: Optional[int] = None,
 ) -> Any:
     """Fused attention ``softmax(scale * Q K^T + mask) V``.
 
@@ -305,7 +309,7 @@ def attention(
         lse_out: preallocated LSE buffer (contiguous float32
             ``[batch, num_q_heads, seqlen_q]``); implies writing LSE.
             Required with ``return_lse`` for non-torch inputs.
-        kernel: ``"auto"``, ``"portable"`` or ``"hopper"``.
+        kernel: ``"auto"``, ``"portable"``, ``"hopper"`` or ``"decode"``.
         stream: stream to run on (int handle, torch/CuPy stream, ...).
             Default: the current stream of q's framework (torch:
             ``torch.cuda.current_stream(q.device)``), else the legacy
@@ -318,6 +322,8 @@ def attention(
         softcap: logit soft-cap: scores become ``softcap * tanh(s / softcap)``.
         sinks: float32 ``[num_q_heads]`` sink logits joining each row's
             softmax denominator (LSE includes them).
+        num_splits: split-KV parts per (sequence, head): ``None``/0
+            automatic, 1 off, 2..128 exactly that many (decode kernel).
 
     Returns:
         ``out``, or ``(out, lse)`` when ``return_lse`` is true.
@@ -337,7 +343,7 @@ def attention(
     call = _prepare(
         q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout,
         out=out, lse_out=lse_out, kernel=kernel, stream=stream,
-        window=window, softcap=softcap, sinks=sinks,
+        window=window, softcap=softcap, sinks=sinks, num_splits=num_splits,
     )
     allocated = []
     if call.out is None:  # torch input (checked by _prepare)

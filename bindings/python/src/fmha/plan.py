@@ -1,7 +1,9 @@
 """Plans: a validated problem bound to a CUDA context and a kernel.
 
-:class:`Plan` wraps ``fmha_plan``; :class:`PlanCache` is the LRU cache the
-high-level :func:`fmha.attention` uses so that repeated calls do not re-plan.
+:class:`Plan` wraps an attention ``fmha_plan``, :class:`MergePlan` a merge
+plan (``fmha_create_merge_plan``); :class:`PlanCache` is the LRU cache the
+high-level functions (:func:`fmha.attention`, :func:`fmha.merge`, ...) use
+so that repeated calls do not re-plan.
 """
 
 from __future__ import annotations
@@ -10,14 +12,19 @@ import ctypes
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 from ._abi import (
+    FMHA_FLAG_PAGED_KV,
+    FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
+    FMHA_FLAG_VARLEN_K,
+    FMHA_FLAG_VARLEN_Q,
     FMHA_FLAG_WRITE_LSE,
     FMHA_PLAN_INFO_VERSION,
     FMHA_TENSORS_VERSION,
     FmhaDescriptor,
+    FmhaMergeDescriptor,
     FmhaPlanInfo,
     FmhaTensors,
     KernelFamily,
@@ -25,10 +32,21 @@ from ._abi import (
 )
 from . import _lib
 from ._cuda import resolve_stream
-from .problem import copy_descriptor, descriptor_key, make_descriptor
+from .problem import copy_descriptor, descriptor_key, make_descriptor, make_merge_descriptor
 from .tensors import data_pointer, nbytes, view
 
-__all__ = ["PlanInfo", "Plan", "PlanCache", "CacheInfo"]
+__all__ = ["PlanInfo", "Plan", "MergePlan", "PlanCache", "CacheInfo"]
+
+_INT32_P = ctypes.POINTER(ctypes.c_int32)
+_FLOAT_P = ctypes.POINTER(ctypes.c_float)
+
+# FMHA_FLAG_* bit -> (fmha_tensors field / Plan.run keyword, flag name).
+_INDEX_ARRAYS = (
+    (FMHA_FLAG_VARLEN_Q, "cu_seqlens_q", "FMHA_FLAG_VARLEN_Q"),
+    (FMHA_FLAG_VARLEN_K, "cu_seqlens_k", "FMHA_FLAG_VARLEN_K"),
+    (FMHA_FLAG_SEQUSED_K, "seqused_k", "FMHA_FLAG_SEQUSED_K"),
+    (FMHA_FLAG_PAGED_KV, "block_table", "FMHA_FLAG_PAGED_KV"),
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,31 @@ class PlanInfo:
     threads_per_cta: int
     shared_memory_bytes: int
     workspace_bytes: int
+    num_splits: int = 1  #: split-KV parts per (sequence, head); 1 = none
+
+
+def _plan_info(handle: fmha_plan_p) -> PlanInfo:
+    raw = FmhaPlanInfo()
+    _lib.call("fmha_plan_info_init", ctypes.byref(raw), FMHA_PLAN_INFO_VERSION)
+    _lib.call("fmha_plan_get_info", handle, ctypes.byref(raw))
+    try:
+        family: Union[KernelFamily, int] = KernelFamily(raw.kernel_family)
+    except ValueError:
+        family = int(raw.kernel_family)
+    return PlanInfo(
+        kernel_family=family,
+        kernel_name=(raw.kernel_name or b"").decode("utf-8", errors="replace"),
+        device=int(raw.device),
+        device_sm=int(raw.device_sm),
+        image_sm=int(raw.image_sm),
+        image_is_ptx=bool(raw.image_is_ptx),
+        tile_m=int(raw.tile_m),
+        tile_n=int(raw.tile_n),
+        threads_per_cta=int(raw.threads_per_cta),
+        shared_memory_bytes=int(raw.shared_memory_bytes),
+        workspace_bytes=int(raw.workspace_bytes),
+        num_splits=int(raw.num_splits) or 1,
+    )
 
 
 class Plan:
@@ -127,6 +170,11 @@ class Plan:
         return bool(self._descriptor.flags & FMHA_FLAG_SINKS)
 
     @property
+    def flags(self) -> int:
+        """The descriptor's FMHA_FLAG_* bits."""
+        return int(self._descriptor.flags)
+
+    @property
     def workspace_size(self) -> int:
         """Bytes of device workspace :meth:`run` needs (may be 0)."""
         return self._workspace_size
@@ -135,26 +183,7 @@ class Plan:
     def info(self) -> PlanInfo:
         """What the plan chose (``fmha_plan_get_info``), as a dataclass."""
         if self._info is None:
-            raw = FmhaPlanInfo()
-            _lib.call("fmha_plan_info_init", ctypes.byref(raw), FMHA_PLAN_INFO_VERSION)
-            _lib.call("fmha_plan_get_info", self._live_handle(), ctypes.byref(raw))
-            try:
-                family: Union[KernelFamily, int] = KernelFamily(raw.kernel_family)
-            except ValueError:
-                family = int(raw.kernel_family)
-            self._info = PlanInfo(
-                kernel_family=family,
-                kernel_name=(raw.kernel_name or b"").decode("utf-8", errors="replace"),
-                device=int(raw.device),
-                device_sm=int(raw.device_sm),
-                image_sm=int(raw.image_sm),
-                image_is_ptx=bool(raw.image_is_ptx),
-                tile_m=int(raw.tile_m),
-                tile_n=int(raw.tile_n),
-                threads_per_cta=int(raw.threads_per_cta),
-                shared_memory_bytes=int(raw.shared_memory_bytes),
-                workspace_bytes=int(raw.workspace_bytes),
-            )
+            self._info = _plan_info(self._live_handle())
         return self._info
 
     # -- running ----------------------------------------------------------
@@ -169,14 +198,23 @@ class Plan:
         stream: Any = None,
         workspace_bytes: Optional[int] = None,
         sinks: Any = None,
+        cu_seqlens_q: Any = None,
+        cu_seqlens_k: Any = None,
+        seqused_k: Any = None,
+        block_table: Any = None,
     ) -> None:
         """Enqueue attention on ``stream``; returns without synchronizing.
 
-        ``q``, ``k``, ``v``, ``o``, ``lse`` and ``workspace`` are device
-        tensors (torch, ``__cuda_array_interface__``, ``__dlpack__``) or raw
-        ``int`` addresses. Their shapes are *not* checked here: the plan's
-        descriptor describes them (use :func:`fmha.attention` for checked
-        calls). ``lse`` is required exactly when the plan writes LSE.
+        ``q``, ``k``, ``v``, ``o``, ``lse``, ``sinks``, the int32 index arrays
+        and ``workspace`` are device tensors (torch,
+        ``__cuda_array_interface__``, ``__dlpack__``) or raw ``int``
+        addresses. Their shapes are *not* checked here: the plan's
+        descriptor describes them (use :func:`fmha.attention` and friends
+        for checked calls). ``lse`` is required exactly when the plan writes
+        LSE; ``sinks`` with FMHA_FLAG_SINKS; ``cu_seqlens_q`` with
+        FMHA_FLAG_VARLEN_Q, ``cu_seqlens_k`` with FMHA_FLAG_VARLEN_K,
+        ``seqused_k`` with FMHA_FLAG_SEQUSED_K and ``block_table`` with
+        FMHA_FLAG_PAGED_KV (arrays the plan does not use are ignored).
         ``workspace_bytes`` defaults to the size of a workspace tensor, or
         to :attr:`workspace_size` for a raw address. ``stream`` defaults to
         the current stream of the framework owning ``q`` (torch or CuPy),
@@ -203,7 +241,19 @@ class Plan:
             raise ValueError("this plan has attention sinks (FMHA_FLAG_SINKS): pass sinks=")
         sinks_ptr, alive = data_pointer(sinks, "sinks", stream_ptr)
         keep.append(alive)
-        tensors.sinks = ctypes.cast(ctypes.c_void_p(sinks_ptr), ctypes.POINTER(ctypes.c_float))
+        tensors.sinks = ctypes.cast(ctypes.c_void_p(sinks_ptr), _FLOAT_P)
+        arrays = {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k,
+                  "seqused_k": seqused_k, "block_table": block_table}
+        flags = self._descriptor.flags
+        for flag, field, flag_name in _INDEX_ARRAYS:
+            obj = arrays[field]
+            if not flags & flag:
+                continue  # not used by this plan: left NULL
+            if obj is None:
+                raise ValueError(f"this plan sets {flag_name}: pass {field}=")
+            ptr, alive = data_pointer(obj, field, stream_ptr)
+            keep.append(alive)
+            setattr(tensors, field, ctypes.cast(ctypes.c_void_p(ptr), _INT32_P))
 
         ws_ptr, ws_bytes = 0, 0
         if workspace is not None:
@@ -229,6 +279,130 @@ class Plan:
         )
 
 
+class MergePlan:
+    """A merge plan (``fmha_create_merge_plan``): combines partial attention
+    results over disjoint key sets into the exact result over their union.
+
+    Create it from a :class:`fmha.FmhaMergeDescriptor` or from fields (see
+    :func:`fmha.make_merge_descriptor`)::
+
+        with fmha.MergePlan(batch=2, seqlen_q=1, num_heads=32, head_dim=128,
+                            num_parts=2, dtype="bf16") as mp:
+            mp.run([o1, o2], [lse1, lse2], o)
+
+    Like :class:`Plan` it needs the driver, binds to the current CUDA
+    context (or the primary context of ``descriptor.device``), may be run
+    from several threads at once, and is released by :meth:`close`, a
+    ``with`` block or garbage collection. It needs no workspace.
+    """
+
+    def __init__(self, descriptor: Optional[FmhaMergeDescriptor] = None, **fields: Any) -> None:
+        self._handle: Optional[int] = None
+        if descriptor is not None and fields:
+            raise TypeError("pass either a merge descriptor or fields, not both")
+        if descriptor is not None:
+            desc = FmhaMergeDescriptor.from_buffer_copy(descriptor)
+        else:
+            desc = make_merge_descriptor(**fields)
+        handle = fmha_plan_p()
+        _lib.call("fmha_create_merge_plan", ctypes.byref(handle), ctypes.byref(desc))
+        self._handle = handle.value
+        self._lib = _lib.library()
+        self._descriptor = desc
+
+    def close(self) -> None:
+        """Release the plan (idempotent). Merges already enqueued are unaffected."""
+        handle, self._handle = self._handle, None
+        if handle:
+            self._lib.fmha_destroy_plan(fmha_plan_p(handle))
+
+    def __enter__(self) -> "MergePlan":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    @property
+    def descriptor(self) -> FmhaMergeDescriptor:
+        """A copy of the merge descriptor the plan was created from."""
+        return FmhaMergeDescriptor.from_buffer_copy(self._descriptor)
+
+    @property
+    def num_parts(self) -> int:
+        return int(self._descriptor.num_parts)
+
+    @property
+    def info(self) -> PlanInfo:
+        """What the plan loaded (``fmha_plan_get_info``; ``num_splits`` is the part count)."""
+        if not self._handle:
+            raise ValueError("merge plan is closed")
+        return _plan_info(fmha_plan_p(self._handle))
+
+    @property
+    def writes_lse(self) -> bool:
+        return bool(self._descriptor.flags & FMHA_FLAG_WRITE_LSE)
+
+    def run(self, o_parts: Sequence[Any], lse_parts: Sequence[Any], o: Any, lse: Any = None,
+            stream: Any = None) -> None:
+        """Enqueue the merge on ``stream``; returns without synchronizing.
+
+        ``o_parts`` and ``lse_parts`` are sequences of exactly
+        :attr:`num_parts` device tensors or ``int`` addresses; ``o`` (and
+        ``lse``, required exactly when the plan writes LSE) receive the
+        result. Shapes are not checked here (use :func:`fmha.merge`).
+        ``stream`` defaults to the current stream of the framework owning
+        ``o``, else the legacy default stream.
+        """
+        if not self._handle:
+            raise ValueError("merge plan is closed")
+        n = self.num_parts
+        o_parts, lse_parts = list(o_parts), list(lse_parts)
+        if len(o_parts) != n or len(lse_parts) != n:
+            raise ValueError(
+                f"this merge plan combines {n} parts: got {len(o_parts)} O parts and {len(lse_parts)} LSE parts"
+            )
+        if self.writes_lse and lse is None:
+            raise ValueError("this merge plan writes LSE (write_lse=True): pass lse=")
+        if not self.writes_lse and lse is not None:
+            raise ValueError("lse was given but the merge plan was created without write_lse=True")
+        stream_ptr = resolve_stream(stream, o)
+        keep = []
+        o_ptrs = (ctypes.c_void_p * max(n, 1))()
+        lse_ptrs = (_FLOAT_P * max(n, 1))()
+        for i, (op, lp) in enumerate(zip(o_parts, lse_parts)):
+            ptr, alive = data_pointer(op, f"o_parts[{i}]", stream_ptr)
+            keep.append(alive)
+            o_ptrs[i] = ptr or None
+            ptr, alive = data_pointer(lp, f"lse_parts[{i}]", stream_ptr)
+            keep.append(alive)
+            lse_ptrs[i] = ctypes.cast(ctypes.c_void_p(ptr), _FLOAT_P)
+        o_ptr, alive = data_pointer(o, "o", stream_ptr)
+        keep.append(alive)
+        lse_ptr, alive = data_pointer(lse, "lse", stream_ptr)
+        keep.append(alive)
+        _lib.call("fmha_run_merge", fmha_plan_p(self._handle), o_ptrs, lse_ptrs, o_ptr or None,
+                  ctypes.cast(ctypes.c_void_p(lse_ptr), _FLOAT_P), stream_ptr or None)
+        del keep
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<fmha.MergePlan (closed)>"
+        d = self._descriptor
+        return (f"<fmha.MergePlan parts={d.num_parts} batch={d.batch} seqlen_q={d.seqlen_q} "
+                f"heads={d.num_heads} head_dim={d.head_dim}>")
+
+
+
 @dataclass(frozen=True)
 class CacheInfo:
     """Plan-cache statistics."""
@@ -242,8 +416,10 @@ class CacheInfo:
 class PlanCache:
     """Thread-safe LRU cache of plans keyed by every descriptor field.
 
-    An evicted plan is not destroyed explicitly: it is released when the
-    last reference (possibly a run in progress on another thread) drops.
+    Holds attention plans (:class:`Plan`, for an ``FmhaDescriptor``) and
+    merge plans (:class:`MergePlan`, for an ``FmhaMergeDescriptor``). An
+    evicted plan is not destroyed explicitly: it is released when the last
+    reference (possibly a run in progress on another thread) drops.
     """
 
     def __init__(self, maxsize: int = 128) -> None:
@@ -253,7 +429,7 @@ class PlanCache:
         self._hits = 0
         self._misses = 0
 
-    def get(self, descriptor: FmhaDescriptor) -> Plan:
+    def get(self, descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor]) -> Any:
         """The cached plan for ``descriptor``, creating it on a miss."""
         key = descriptor_key(descriptor)
         with self._lock:
@@ -264,7 +440,7 @@ class PlanCache:
                 return plan
             self._misses += 1
         # Create outside the lock: planning may load a module (slow-ish).
-        plan = Plan(descriptor)
+        plan = MergePlan(descriptor) if isinstance(descriptor, FmhaMergeDescriptor) else Plan(descriptor)
         with self._lock:
             existing = self._plans.get(key)
             if existing is not None:  # another thread won the race

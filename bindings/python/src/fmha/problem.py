@@ -29,7 +29,28 @@ passed as keyword arguments everywhere (:func:`make_descriptor`,
                    :class:`KernelFamily`; default: the library's (AUTO)
 ``device``         CUDA ordinal used when no context is current; default:
                    the library's (0)
+``window``         ``(left, right)`` sliding window; -1 leaves a side unbounded
+``softcap``        logit soft-cap (0/None: off)
+``sinks``          bool, sets FMHA_FLAG_SINKS
+``varlen_q``       bool, FMHA_FLAG_VARLEN_Q: Q/O packed ``[total_q, heads,
+                   dim]``, ``cu_seqlens_q`` at run time; ``seqlen_q`` is then
+                   the maximum length
+``varlen_k``       bool, FMHA_FLAG_VARLEN_K: key counts from ``cu_seqlens_k``
+                   (and, unpaged, K/V packed ``[total_k, kv_heads, dim]``)
+``seqused_k``      bool, FMHA_FLAG_SEQUSED_K: key counts from ``seqused_k``
+``paged_kv``       bool, FMHA_FLAG_PAGED_KV: K/V ``[num_pages, page_size,
+                   kv_heads, dim]`` and a ``block_table``
+``total_q``        rows of packed Q/O (varlen_q)
+``total_k``        rows of packed K/V (varlen_k without paged_kv)
+``num_pages``      pages of the K/V caches (paged_kv)
+``max_pages_per_seq``  columns of the block table (paged_kv)
+``page_size``      key rows per page (paged_kv)
+``num_splits``     split-KV parts: 0 automatic (default), 1 off, 2..128
 =================  ==========================================================
+
+Default strides (for tensors whose strides are not given) are dense in
+``layout`` over the rows as addressed: ``total_q`` rows for packed Q/O,
+``page_size`` rows per page for paged K/V, ``total_k`` rows for packed K/V.
 """
 
 from __future__ import annotations
@@ -41,18 +62,24 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._abi import (
     FMHA_DESCRIPTOR_VERSION,
+    FMHA_FLAG_PAGED_KV,
+    FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
+    FMHA_FLAG_VARLEN_K,
+    FMHA_FLAG_VARLEN_Q,
     FMHA_FLAG_WRITE_LSE,
+    FMHA_MERGE_DESCRIPTOR_VERSION,
     FMHA_SM_ANY,
     DType,
     FmhaDescriptor,
+    FmhaMergeDescriptor,
     FmhaStrides,
     KernelFamily,
     Mask,
     Status,
 )
 from ._lib import call, call_status
-from .errors import FmhaError, InvalidArgumentError, to_status
+from .errors import FmhaError, InvalidArgumentError, error_for_status, to_status
 
 __all__ = [
     "SupportResult",
@@ -65,6 +92,8 @@ __all__ = [
     "new_descriptor",
     "make_descriptor",
     "copy_descriptor",
+    "new_merge_descriptor",
+    "make_merge_descriptor",
     "descriptor_key",
     "check_support",
 ]
@@ -91,6 +120,7 @@ _KERNEL_NAMES = {
     "auto": KernelFamily.AUTO,
     "portable": KernelFamily.PORTABLE,
     "hopper": KernelFamily.HOPPER,
+    "decode": KernelFamily.DECODE,
 }
 
 _LAYOUTS = ("bshd", "bhsd")
@@ -151,7 +181,7 @@ def parse_mask(value: Any, seqlen_q: Optional[int] = None, seqlen_k: Optional[in
 
 
 def parse_kernel(value: Any) -> KernelFamily:
-    """Map ``"auto"``, ``"portable"``, ``"hopper"`` or an int to :class:`KernelFamily`."""
+    """Map ``"auto"``, ``"portable"``, ``"hopper"``, ``"decode"`` or an int to :class:`KernelFamily`."""
     if isinstance(value, KernelFamily):
         return value
     if isinstance(value, str) and value.lower() in _KERNEL_NAMES:
@@ -161,7 +191,9 @@ def parse_kernel(value: Any) -> KernelFamily:
             return KernelFamily(value)
         except ValueError:
             pass
-    raise ValueError(f"invalid kernel {value!r}: expected 'auto', 'portable', 'hopper' or an fmha.KernelFamily")
+    raise ValueError(
+        f"invalid kernel {value!r}: expected 'auto', 'portable', 'hopper', 'decode' or an fmha.KernelFamily"
+    )
 
 
 def parse_layout(value: str) -> str:
@@ -239,12 +271,27 @@ def make_descriptor(
     window: Optional[Tuple[int, int]] = None,
     softcap: Optional[float] = None,
     sinks: bool = False,
+    varlen_q: bool = False,
+    varlen_k: bool = False,
+    seqused_k: bool = False,
+    paged_kv: bool = False,
+    total_q: Optional[int] = None,
+    total_k: Optional[int] = None,
+    num_pages: Optional[int] = None,
+    max_pages_per_seq: Optional[int] = None,
+    page_size: Optional[int] = None,
+    num_splits: Optional[int] = None,
 ) -> FmhaDescriptor:
     """Build a descriptor: library defaults first, then the given fields.
 
     ``window=(left, right)`` is the sliding window (-1: unbounded side),
     ``softcap`` the logit soft-cap (None/0: off), ``sinks=True`` sets
-    FMHA_FLAG_SINKS (the run then needs a sinks tensor).
+    FMHA_FLAG_SINKS (the run then needs a sinks tensor). ``varlen_q``,
+    ``varlen_k``, ``seqused_k`` and ``paged_kv`` set the descriptor-version-3
+    flags (the run then needs the matching index arrays); ``total_q``,
+    ``total_k``, ``num_pages``, ``max_pages_per_seq``, ``page_size`` and
+    ``num_splits`` are copied as given (the library checks that a field
+    whose flag is missing stays 0).
 
     Values are only converted here, not range-checked: the library validates
     them (and its error names the field). See the module docstring for the
@@ -260,6 +307,13 @@ def make_descriptor(
     desc.seqlen_q = _int64("seqlen_q", seqlen_q)
     desc.seqlen_k = _int64("seqlen_k", seqlen_k)
     desc.head_dim = _int64("head_dim", head_dim)
+    for field, value in (("total_q", total_q), ("total_k", total_k), ("num_pages", num_pages),
+                         ("max_pages_per_seq", max_pages_per_seq)):
+        if value is not None:
+            setattr(desc, field, _int64(field, value))
+    for field, value in (("page_size", page_size), ("num_splits", num_splits)):
+        if value is not None:
+            setattr(desc, field, _int32(field, value))
     if head_dim_v is not None:
         desc.head_dim_v = _int64("head_dim_v", head_dim_v)
     if dtype is not None:
@@ -267,11 +321,15 @@ def make_descriptor(
 
     dv = desc.head_dim_v if desc.head_dim_v != 0 else desc.head_dim
     layout = parse_layout(layout)
+    # Rows per "batch" entry as the library addresses them: packed Q/O have
+    # total_q rows (no batch dim), paged K/V page_size rows per page.
+    q_rows = desc.total_q if varlen_q else desc.seqlen_q
+    k_rows = desc.page_size if paged_kv else (desc.total_k if varlen_k else desc.seqlen_k)
     shapes = {
-        "q_strides": (desc.seqlen_q, desc.num_q_heads, desc.head_dim),
-        "k_strides": (desc.seqlen_k, desc.num_kv_heads, desc.head_dim),
-        "v_strides": (desc.seqlen_k, desc.num_kv_heads, dv),
-        "o_strides": (desc.seqlen_q, desc.num_q_heads, dv),
+        "q_strides": (q_rows, desc.num_q_heads, desc.head_dim),
+        "k_strides": (k_rows, desc.num_kv_heads, desc.head_dim),
+        "v_strides": (k_rows, desc.num_kv_heads, dv),
+        "o_strides": (q_rows, desc.num_q_heads, dv),
     }
     given = {"q_strides": q_strides, "k_strides": k_strides, "v_strides": v_strides, "o_strides": o_strides}
     for field, value in given.items():
@@ -310,12 +368,70 @@ def make_descriptor(
         desc.softcap = float(softcap)
     if sinks:
         desc.flags |= FMHA_FLAG_SINKS
+    for on, flag in ((varlen_q, FMHA_FLAG_VARLEN_Q), (varlen_k, FMHA_FLAG_VARLEN_K),
+                     (seqused_k, FMHA_FLAG_SEQUSED_K), (paged_kv, FMHA_FLAG_PAGED_KV)):
+        if on:
+            desc.flags |= flag
     return desc
 
 
 def copy_descriptor(desc: FmhaDescriptor) -> FmhaDescriptor:
     """An independent copy of ``desc``."""
     return FmhaDescriptor.from_buffer_copy(desc)
+
+
+def new_merge_descriptor() -> FmhaMergeDescriptor:
+    """A merge descriptor filled by ``fmha_merge_descriptor_init(FMHA_MERGE_DESCRIPTOR_VERSION)``."""
+    desc = FmhaMergeDescriptor()
+    call("fmha_merge_descriptor_init", ctypes.byref(desc), FMHA_MERGE_DESCRIPTOR_VERSION)
+    return desc
+
+
+def make_merge_descriptor(
+    *,
+    batch: int,
+    seqlen_q: int,
+    num_heads: int,
+    head_dim: int,
+    num_parts: int,
+    dtype: Any = None,
+    layout: str = "bshd",
+    part_strides: Optional[StridesLike] = None,
+    o_strides: Optional[StridesLike] = None,
+    write_lse: bool = False,
+    device: Optional[int] = None,
+) -> FmhaMergeDescriptor:
+    """Build an ``fmha_merge_descriptor``: library defaults, then the given fields.
+
+    ``num_parts`` partial O tensors ``[batch, seqlen_q, num_heads, head_dim]``
+    (all with ``part_strides``) and their float32 LSE ``[batch, num_heads,
+    seqlen_q]`` merge into one O (``o_strides``) and, with ``write_lse``, its
+    LSE. Strides not given are dense in ``layout``. The library validates
+    the values (1 <= num_parts <= FMHA_MERGE_MAX_PARTS, head_dim a multiple
+    of 8 up to 512, ...).
+    """
+    desc = new_merge_descriptor()
+    desc.batch = _int64("batch", batch)
+    desc.seqlen_q = _int64("seqlen_q", seqlen_q)
+    desc.num_heads = _int64("num_heads", num_heads)
+    desc.head_dim = _int64("head_dim", head_dim)
+    desc.num_parts = _int32("num_parts", num_parts)
+    if dtype is not None:
+        desc.dtype = parse_dtype(dtype)
+    layout = parse_layout(layout)
+    for field, value in (("part_strides", part_strides), ("o_strides", o_strides)):
+        if value is not None:
+            setattr(desc, field, _to_strides(field, value, getattr(desc, field)))
+            continue
+        try:
+            setattr(desc, field, layout_strides(layout, desc.seqlen_q, desc.num_heads, desc.head_dim))
+        except InvalidArgumentError:
+            pass  # a bad extent: the library names the field when the plan is made
+    if write_lse:
+        desc.flags |= FMHA_FLAG_WRITE_LSE
+    if device is not None:
+        desc.device = _int32("device", device)
+    return desc
 
 
 def _flatten(struct: ctypes.Structure) -> Tuple[Any, ...]:
@@ -326,8 +442,14 @@ def _flatten(struct: ctypes.Structure) -> Tuple[Any, ...]:
     return tuple(values)
 
 
-def descriptor_key(desc: FmhaDescriptor) -> Tuple[Any, ...]:
-    """Hashable key made of every descriptor field (nested strides included)."""
+def descriptor_key(desc: Union[FmhaDescriptor, FmhaMergeDescriptor]) -> Tuple[Any, ...]:
+    """Hashable key made of every descriptor field (nested strides included).
+
+    Keys of attention and merge descriptors never collide (a merge key
+    starts with a marker).
+    """
+    if isinstance(desc, FmhaMergeDescriptor):
+        return ("merge",) + _flatten(desc)
     return _flatten(desc)
 
 
@@ -344,6 +466,11 @@ class SupportResult(NamedTuple):
 
     def __bool__(self) -> bool:
         return bool(self.ok)
+
+    def raise_if_failed(self, function: Optional[str] = None) -> None:
+        """Raise the :class:`fmha.FmhaError` subclass of ``status`` unless ``ok``."""
+        if not self.ok:
+            raise error_for_status(int(self.status), self.message, function)
 
 
 def check_support(

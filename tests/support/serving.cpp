@@ -1,0 +1,937 @@
+#include "fmha_test/serving.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "fmha_test/half.h"
+
+namespace fmha_test {
+
+const char *key_layout_name(KeyLayout k) {
+    switch (k) {
+    case KeyLayout::DENSE: return "dense";
+    case KeyLayout::PACKED: return "packed";
+    case KeyLayout::PAGED: return "paged";
+    }
+    return "keys?";
+}
+
+const char *family_name(int family) {
+    switch (family) {
+    case FMHA_KERNEL_AUTO: return "auto";
+    case FMHA_KERNEL_PORTABLE: return "portable";
+    case FMHA_KERNEL_HOPPER: return "hopper";
+    case FMHA_KERNEL_DECODE: return "decode";
+    }
+    return "family?";
+}
+
+std::vector<fmha_kernel_family> serving_families() {
+    const char *env = std::getenv("FMHA_TEST_KERNEL");
+    if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0)
+        return {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE};
+    if (std::strcmp(env, "portable") == 0) return {FMHA_KERNEL_PORTABLE};
+    if (std::strcmp(env, "hopper") == 0) return {FMHA_KERNEL_HOPPER};
+    if (std::strcmp(env, "decode") == 0) return {FMHA_KERNEL_DECODE};
+    throw std::invalid_argument(std::string("FMHA_TEST_KERNEL is \"") + env +
+                                "\": must be auto, portable, hopper or decode");
+}
+
+// ---- ServingCase ---------------------------------------------------------
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A per-sequence problem for RefProblem's mask, window and score rules.
+RefProblem sequence_problem(const ServingCase &c, int64_t len_q, int64_t len_k) {
+    RefProblem p;
+    p.dtype = c.dtype;
+    p.batch = 1;
+    p.num_q_heads = p.num_kv_heads = 1;
+    p.seqlen_q = len_q;
+    p.seqlen_k = len_k;
+    p.head_dim = c.head_dim;
+    p.mask = c.mask;
+    // The kernel multiplies by the float scale, so the reference uses that value.
+    p.softmax_scale = c.softmax_scale != 0 ? double(c.softmax_scale)
+                                           : double(1.0f / std::sqrt(float(c.head_dim)));
+    p.window_left = c.window_left;
+    p.window_right = c.window_right;
+    p.softcap = c.softcap;
+    return p;
+}
+
+std::string lengths(const std::vector<int32_t> &v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i == 10) {
+            s += ",...(" + std::to_string(v.size()) + ")";
+            break;
+        }
+        if (i) s += ",";
+        s += std::to_string(v[i]);
+    }
+    return s + "]";
+}
+
+}  // namespace
+
+int64_t ServingCase::max_q() const {
+    if (seqlen_q > 0) return seqlen_q;
+    int64_t m = 1;
+    for (int32_t x : q_lens) m = std::max<int64_t>(m, x);
+    return m;
+}
+
+int64_t ServingCase::max_k() const {
+    if (seqlen_k > 0) return seqlen_k;
+    int64_t m = 1;
+    for (int32_t x : k_lens) m = std::max<int64_t>(m, x);
+    return m;
+}
+
+int64_t ServingCase::eff_q(int64_t b) const {
+    return varlen_q ? std::min<int64_t>(q_lens[size_t(b)], max_q()) : max_q();
+}
+
+int64_t ServingCase::eff_k(int64_t b) const {
+    int64_t len = (keys == KeyLayout::DENSE || (keys == KeyLayout::PAGED && !cu_seqlens_k))
+                      ? max_k()
+                      : int64_t(k_lens[size_t(b)]);
+    if (!seqused.empty()) len = seqused[size_t(b)];
+    return std::max<int64_t>(0, std::min(len, max_k()));
+}
+
+double ServingCase::reference_work() const {
+    double work = 0;
+    for (int64_t b = 0; b < batch(); ++b) {
+        const RefProblem p = sequence_problem(*this, eff_q(b), eff_k(b));
+        for (int64_t i = 0; i < eff_q(b); ++i) {
+            const int64_t n = p.last_visible_key(i) - p.first_visible_key(i) + 1;
+            if (n > 0) work += double(n);
+        }
+    }
+    return work * double(num_q_heads) * double(head_dim);
+}
+
+void ServingCase::check() const {
+    auto bad = [](const std::string &why) { throw std::invalid_argument("ServingCase: " + why); };
+    if (q_lens.empty()) bad("no sequences");
+    if (k_lens.size() != q_lens.size()) bad("k_lens and q_lens differ in length");
+    if (!seqused.empty() && seqused.size() != q_lens.size()) bad("seqused has the wrong length");
+    if (num_kv_heads < 1 || num_q_heads % num_kv_heads != 0) bad("heads");
+    for (int32_t x : q_lens)
+        if (x < 0 || (!varlen_q && x != max_q())) bad("q_lens must equal seqlen_q without varlen_q");
+    for (int32_t x : k_lens)
+        if (x < 0) bad("negative k_lens");
+    if (keys == KeyLayout::DENSE && cu_seqlens_k) bad("DENSE keys with cu_seqlens_k");
+    if (keys == KeyLayout::PACKED && !cu_seqlens_k) bad("PACKED keys need cu_seqlens_k");
+    if (keys == KeyLayout::PAGED && page_size < 1) bad("page_size");
+    for (int64_t b = 0; b < batch(); ++b) {
+        if (keys == KeyLayout::DENSE && k_lens[size_t(b)] != max_k())
+            bad("DENSE keys: every k_lens entry must equal seqlen_k");
+        if (keys != KeyLayout::DENSE && k_lens[size_t(b)] < eff_k(b))
+            bad("a sequence uses more keys than it stores");
+    }
+}
+
+std::string ServingCase::name() const {
+    std::ostringstream s;
+    s << dtype_name(dtype) << " hd" << head_dim << " Hq" << num_q_heads << "/Hkv" << num_kv_heads
+      << " b" << batch() << " sq" << max_q() << " sk" << max_k() << " q=";
+    if (varlen_q) s << "varlen" << lengths(q_lens);
+    else s << "dense";
+    if (extra_q_rows) s << "+" << extra_q_rows << "rows";
+    s << " k=" << key_layout_name(keys);
+    if (keys == KeyLayout::PAGED) s << page_size;
+    if (keys != KeyLayout::DENSE) s << lengths(k_lens);
+    if (cu_seqlens_k && keys == KeyLayout::PAGED) s << "+cu";
+    if (!seqused.empty()) s << " seqused" << lengths(seqused);
+    s << " mask=" << mask_name(mask);
+    if (window_left >= 0 || window_right >= 0) s << " window=" << window_left << ":" << window_right;
+    if (softcap > 0) s << " softcap=" << softcap;
+    if (sinks) s << " sinks";
+    if (softmax_scale != 0) s << " scale=" << softmax_scale;
+    s << " " << layout_name(layout) << (write_lse ? " lse" : "") << " splits=" << num_splits
+      << " kernel=" << family_name(kernel);
+    char seed_hex[32];
+    std::snprintf(seed_hex, sizeof seed_hex, " seed=0x%016llx", (unsigned long long)seed);
+    return s.str() + seed_hex;
+}
+
+// ---- ServingHost -------------------------------------------------------------
+
+ServingHost::ServingHost(const ServingCase &c) : case_(c) {
+    c.check();
+    const int64_t B = c.batch(), Hq = c.num_q_heads, Hkv = c.num_kv_heads, D = c.head_dim;
+    // Q and O.
+    if (c.varlen_q) {
+        cu_q_.assign(size_t(B + 1), 0);
+        for (int64_t b = 0; b < B; ++b) cu_q_[size_t(b + 1)] = cu_q_[size_t(b)] + c.q_lens[size_t(b)];
+        total_q_ = cu_q_[size_t(B)] + c.extra_q_rows;
+        q_layout = make_layout(c.layout, 1, total_q_, Hq, D);
+        q_layout.strides.batch = 8;  // packed tensors have no batch: fmha.h says it is not used
+    } else {
+        q_layout = make_layout(c.layout, B, c.max_q(), Hq, D);
+    }
+    o_layout = q_layout;
+    // K and V.
+    if (c.cu_seqlens_k) {
+        cu_k_.assign(size_t(B + 1), 0);
+        for (int64_t b = 0; b < B; ++b) cu_k_[size_t(b + 1)] = cu_k_[size_t(b)] + c.k_lens[size_t(b)];
+    }
+    std::mt19937_64 rng(c.seed);
+    switch (c.keys) {
+    case KeyLayout::DENSE: k_layout = make_layout(c.layout, B, c.max_k(), Hkv, D); break;
+    case KeyLayout::PACKED:
+        total_k_ = cu_k_[size_t(B)] + c.extra_k_rows;
+        k_layout = make_layout(c.layout, 1, total_k_, Hkv, D);
+        k_layout.strides.batch = 8;  // not used either
+        break;
+    case KeyLayout::PAGED: {
+        const int64_t ps = c.page_size;
+        int64_t held = 0;  // pages the sequences hold
+        max_pages_ = ceil_div(c.max_k(), ps);
+        for (int64_t b = 0; b < B; ++b) {
+            held += ceil_div(c.k_lens[size_t(b)], ps);
+            max_pages_ = std::max(max_pages_, ceil_div(c.k_lens[size_t(b)], ps));
+        }
+        max_pages_ += 1;  // a spare column, never read
+        num_pages_ = held + c.extra_pages;
+        if (num_pages_ < 1) num_pages_ = 1;
+        k_layout = make_layout(c.layout, num_pages_, ps, Hkv, D);
+        // Pages in a random order: sequence b's k-th page is perm[next++].
+        std::vector<int32_t> perm(static_cast<size_t>(num_pages_));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        // Entries past a sequence's pages are never read: make them invalid.
+        const int32_t junk[] = {-1, int32_t(num_pages_), INT32_MIN, int32_t(num_pages_ + 1000),
+                                INT32_MAX, -77};
+        block_table_.assign(size_t(B * max_pages_), 0);
+        size_t next = 0, j = 0;
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t held_b = ceil_div(c.k_lens[size_t(b)], ps);
+            for (int64_t i = 0; i < max_pages_; ++i)
+                block_table_[size_t(b * max_pages_ + i)] =
+                    i < held_b ? perm[next++] : junk[j++ % (sizeof junk / sizeof junk[0])];
+        }
+        break;
+    }
+    }
+    // Inputs: NaN everywhere, random values at the elements a run reads.
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    hq_.assign(q_layout.alloc_elems, kGuard16);
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < c.eff_q(b); ++i)
+            for (int64_t h = 0; h < Hq; ++h)
+                for (int64_t d = 0; d < D; ++d)
+                    hq_[size_t(o_element(b, i, h, d))] = float_to_lowp(normal(rng), c.dtype);
+    hk_.assign(k_layout.alloc_elems, kGuard16);
+    hv_.assign(k_layout.alloc_elems, kGuard16);
+    for (std::vector<uint16_t> *t : {&hk_, &hv_})
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t j = 0; j < c.eff_k(b); ++j)
+                for (int64_t h = 0; h < Hkv; ++h)
+                    for (int64_t d = 0; d < D; ++d)
+                        (*t)[size_t(k_element(b, j, h, d))] = float_to_lowp(normal(rng), c.dtype);
+    if (c.sinks) {
+        std::normal_distribution<float> sink(0.0f, 2.0f);
+        sinks_.resize(size_t(Hq));
+        for (float &x : sinks_) x = sink(rng);
+    }
+}
+
+int64_t ServingHost::q_rows() const {
+    return case_.varlen_q ? total_q_ : case_.batch() * case_.max_q();
+}
+
+size_t ServingHost::lse_elems() const {
+    return case_.write_lse ? size_t(q_rows() * case_.num_q_heads) : 0;
+}
+
+int64_t ServingHost::row_index(int64_t b, int64_t i) const {
+    return case_.varlen_q ? cu_q_[size_t(b)] + i : b * case_.max_q() + i;
+}
+
+int64_t ServingHost::o_element(int64_t b, int64_t i, int64_t h, int64_t d) const {
+    return case_.varlen_q ? o_layout.offset + element_offset(o_layout.strides, 0, cu_q_[size_t(b)] + i, h, d)
+                          : o_layout.offset + element_offset(o_layout.strides, b, i, h, d);
+}
+
+int64_t ServingHost::lse_entry(int64_t b, int64_t i, int64_t h) const {
+    return case_.varlen_q ? h * total_q_ + cu_q_[size_t(b)] + i
+                          : (b * case_.num_q_heads + h) * case_.max_q() + i;
+}
+
+int64_t ServingHost::k_element(int64_t b, int64_t j, int64_t h, int64_t d) const {
+    switch (case_.keys) {
+    case KeyLayout::DENSE: return k_layout.offset + element_offset(k_layout.strides, b, j, h, d);
+    case KeyLayout::PACKED:
+        return k_layout.offset + element_offset(k_layout.strides, 0, cu_k_[size_t(b)] + j, h, d);
+    case KeyLayout::PAGED: {
+        const int64_t page = block_table_[size_t(b * max_pages_ + j / case_.page_size)];
+        return k_layout.offset + element_offset(k_layout.strides, page, j % case_.page_size, h, d);
+    }
+    }
+    return 0;
+}
+
+int64_t ServingHost::pages_used(int64_t b) const {
+    return case_.keys == KeyLayout::PAGED ? ceil_div(case_.eff_k(b), case_.page_size) : 0;
+}
+
+fmha_descriptor ServingHost::descriptor(fmha_kernel_family kernel, int32_t num_splits) const {
+    const ServingCase &c = case_;
+    fmha_descriptor d;
+    if (fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) != FMHA_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("fmha_descriptor_init: ") + fmha_last_error_message());
+    d.dtype = c.dtype;
+    d.batch = c.batch();
+    d.num_q_heads = c.num_q_heads;
+    d.num_kv_heads = c.num_kv_heads;
+    d.seqlen_q = c.max_q();
+    d.seqlen_k = c.max_k();
+    d.head_dim = c.head_dim;
+    d.q_strides = q_layout.strides;
+    d.o_strides = o_layout.strides;
+    d.k_strides = k_layout.strides;
+    d.v_strides = k_layout.strides;
+    d.softmax_scale = c.softmax_scale;
+    d.mask = c.mask;
+    d.flags = (c.write_lse ? FMHA_FLAG_WRITE_LSE : 0u) | (c.sinks ? FMHA_FLAG_SINKS : 0u) |
+              (c.varlen_q ? FMHA_FLAG_VARLEN_Q : 0u) |
+              (c.cu_seqlens_k ? FMHA_FLAG_VARLEN_K : 0u) |
+              (c.seqused.empty() ? 0u : FMHA_FLAG_SEQUSED_K) |
+              (c.keys == KeyLayout::PAGED ? FMHA_FLAG_PAGED_KV : 0u);
+    d.kernel = kernel;
+    d.window_left = c.window_left;
+    d.window_right = c.window_right;
+    d.softcap = c.softcap;
+    d.total_q = c.varlen_q ? total_q_ : 0;
+    d.total_k = c.keys == KeyLayout::PACKED ? total_k_ : 0;
+    if (c.keys == KeyLayout::PAGED) {
+        d.num_pages = num_pages_;
+        d.max_pages_per_seq = max_pages_;
+        d.page_size = c.page_size;
+    }
+    d.num_splits = num_splits;
+    return d;
+}
+
+namespace {
+
+// As in reference.cpp: four partial sums, so the result is the same.
+template <typename T>
+T dot(const T *a, const T *b, int64_t n) {
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) {
+        s0 += a[d] * b[d];
+        s1 += a[d + 1] * b[d + 1];
+        s2 += a[d + 2] * b[d + 2];
+        s3 += a[d + 3] * b[d + 3];
+    }
+    for (; d < n; ++d) s0 += a[d] * b[d];
+    return (s0 + s1) + (s2 + s3);
+}
+
+template <typename Fn>
+void parallel_for(int64_t jobs, Fn fn) {
+    int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    threads = int(std::min<int64_t>(threads, jobs));
+    std::atomic<int64_t> next{0};
+    auto worker = [&] {
+        for (int64_t j; (j = next.fetch_add(1)) < jobs;) fn(j);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto &t : pool) t.join();
+}
+
+}  // namespace
+
+void ServingHost::compute_references() {
+    const ServingCase &c = case_;
+    const int64_t B = c.batch(), Hq = c.num_q_heads, Hkv = c.num_kv_heads, D = c.head_dim;
+    const int64_t group = Hq / Hkv, rows = q_rows();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double ninf = -std::numeric_limits<double>::infinity();
+    std::unique_ptr<ServingRef> r64(new ServingRef), rlp(new ServingRef);
+    r64->o.assign(size_t(rows * Hq * D), 0.0);
+    rlp->o.assign(size_t(rows * Hq * D), 0.0);
+    r64->lse.assign(size_t(rows * Hq), nan);
+    rlp->lse.assign(size_t(rows * Hq), nan);
+
+    // Each (sequence, kv head)'s keys and values, gathered once.
+    std::vector<std::vector<double>> K(size_t(B * Hkv)), V(size_t(B * Hkv));
+    std::vector<std::vector<float>> Kf(size_t(B * Hkv)), Vf(size_t(B * Hkv));
+    parallel_for(B * Hkv, [&](int64_t job) {
+        const int64_t b = job / Hkv, hk = job % Hkv, n = c.eff_k(b);
+        for (int which = 0; which < 2; ++which) {
+            const std::vector<uint16_t> &src = which ? hv_ : hk_;
+            std::vector<double> &dd = which ? V[size_t(job)] : K[size_t(job)];
+            std::vector<float> &ff = which ? Vf[size_t(job)] : Kf[size_t(job)];
+            dd.resize(size_t(n * D));
+            ff.resize(size_t(n * D));
+            for (int64_t j = 0; j < n; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                    const float x = lowp_to_float(src[size_t(k_element(b, j, hk, d))], c.dtype);
+                    dd[size_t(j * D + d)] = x;
+                    ff[size_t(j * D + d)] = x;
+                }
+        }
+    });
+
+    // Rows in blocks of 16 per (sequence, q head).
+    struct Job {
+        int64_t b, h, i0, i1;
+    };
+    std::vector<Job> jobs;
+    const int64_t kBlock = 16;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i0 = 0; i0 < c.eff_q(b); i0 += kBlock)
+                jobs.push_back({b, h, i0, std::min(c.eff_q(b), i0 + kBlock)});
+    parallel_for(int64_t(jobs.size()), [&](int64_t jn) {
+        const Job &job = jobs[size_t(jn)];
+        const int64_t b = job.b, h = job.h, hk = h / group, nk = c.eff_k(b);
+        const RefProblem p = sequence_problem(c, c.eff_q(b), nk);
+        const bool has_sink = c.sinks;
+        const double *Kd = K[size_t(b * Hkv + hk)].data(), *Vd = V[size_t(b * Hkv + hk)].data();
+        const float *Kl = Kf[size_t(b * Hkv + hk)].data(), *Vl = Vf[size_t(b * Hkv + hk)].data();
+        std::vector<double> qd(static_cast<size_t>(D)), acc(static_cast<size_t>(D));
+        std::vector<double> s(static_cast<size_t>(std::max<int64_t>(nk, 1)));
+        std::vector<float> qf(static_cast<size_t>(D)), accf(static_cast<size_t>(D));
+        std::vector<float> sf(static_cast<size_t>(std::max<int64_t>(nk, 1)));
+        const float scale = float(p.scale());
+        for (int64_t i = job.i0; i < job.i1; ++i) {
+            const int64_t row = row_index(b, i);
+            for (int64_t d = 0; d < D; ++d) {
+                const float x = lowp_to_float(hq_[size_t(o_element(b, i, h, d))], c.dtype);
+                qd[size_t(d)] = x;
+                qf[size_t(d)] = x;
+            }
+            double *o64 = &r64->o[size_t((row * Hq + h) * D)];
+            double *olp = &rlp->o[size_t((row * Hq + h) * D)];
+            double &lse64 = r64->lse[size_t(row * Hq + h)];
+            double &lselp = rlp->lse[size_t(row * Hq + h)];
+            const int64_t first = p.first_visible_key(i), last = p.last_visible_key(i);
+            if (last < first) {  // sees no key: O = 0, LSE = -inf or the sink
+                lse64 = has_sink ? double(sinks_[size_t(h)]) : ninf;
+                lselp = lse64;
+                continue;
+            }
+            // float64 (reference_fp64's arithmetic).
+            {
+                const double sink = has_sink ? double(sinks_[size_t(h)]) : 0.0;
+                double m = has_sink ? sink : ninf;
+                for (int64_t j = first; j <= last; ++j) {
+                    s[size_t(j)] = p.score(dot(qd.data(), Kd + j * D, D));
+                    m = std::max(m, s[size_t(j)]);
+                }
+                std::fill(acc.begin(), acc.end(), 0.0);
+                double l = has_sink ? std::exp(sink - m) : 0.0;
+                for (int64_t j = first; j <= last; ++j) {
+                    const double pj = std::exp(s[size_t(j)] - m);
+                    l += pj;
+                    const double *vj = Vd + j * D;
+                    for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += pj * vj[d];
+                }
+                for (int64_t d = 0; d < D; ++d) o64[d] = acc[size_t(d)] / l;
+                lse64 = m + std::log(l);
+            }
+            // Same precision (reference_lowp's arithmetic).
+            {
+                const float sink = has_sink ? sinks_[size_t(h)] : 0.0f;
+                float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
+                for (int64_t j = first; j <= last; ++j) {
+                    float sj = dot(qf.data(), Kl + j * D, D) * scale;
+                    if (p.softcap > 0) sj = float(p.softcap) * std::tanh(sj / float(p.softcap));
+                    sf[size_t(j)] = sj;
+                    m = std::max(m, sj);
+                }
+                float l = has_sink ? std::exp(sink - m) : 0.0f;
+                std::fill(accf.begin(), accf.end(), 0.0f);
+                for (int64_t j = first; j <= last; ++j) {
+                    const float pj = std::exp(sf[size_t(j)] - m);
+                    l += pj;
+                    const float pr = round_to_lowp(pj, c.dtype);
+                    const float *vj = Vl + j * D;
+                    for (int64_t d = 0; d < D; ++d) accf[size_t(d)] += pr * vj[d];
+                }
+                for (int64_t d = 0; d < D; ++d) olp[d] = round_to_lowp(accf[size_t(d)] / l, c.dtype);
+                lselp = double(m + std::log(l));
+            }
+        }
+    });
+    ref64_ = std::move(r64);
+    ref_lowp_ = std::move(rlp);
+}
+
+const ServingRef &ServingHost::ref64() {
+    if (!ref64_) compute_references();
+    return *ref64_;
+}
+
+const ServingRef &ServingHost::ref_lowp() {
+    if (!ref_lowp_) compute_references();
+    return *ref_lowp_;
+}
+
+namespace {
+
+std::string where(int64_t b, int64_t i, int64_t h, int64_t d = -1) {
+    std::string s = "(seq=" + std::to_string(b) + ", row=" + std::to_string(i) +
+                    ", h=" + std::to_string(h);
+    if (d >= 0) s += ", d=" + std::to_string(d);
+    return s + ")";
+}
+
+void note(std::string &detail, const std::string &what) {
+    if (detail.empty()) detail = what;
+}
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+}  // namespace
+
+Comparison ServingHost::compare(const Outputs &out) {
+    const ServingRef &r64 = ref64();
+    const ServingRef &rlp = ref_lowp();
+    const ServingCase &c = case_;
+    const fmha_dtype dt = c.dtype;
+    const int64_t Hq = c.num_q_heads, D = c.head_dim;
+    if (out.o.size() != o_layout.alloc_elems || out.lse.size() != lse_elems())
+        throw std::invalid_argument("ServingHost::compare: outputs of the wrong size");
+    Comparison cmp;
+    cmp.all_written = true;
+    // 0: must keep the prefill; 1: compared; 2: a row past seqlen_q of a
+    // longer sequence, which fmha.h leaves unspecified.
+    std::vector<char> o_role(o_layout.alloc_elems, 0), lse_role(out.lse.size(), 0);
+    int64_t wb = 0, wi = 0, wh = 0, wd = 0;
+    bool all_rows_within_tol = true;
+    for (int64_t b = 0; b < c.batch(); ++b) {
+        const int64_t rows = c.varlen_q ? c.q_lens[size_t(b)] : c.max_q();
+        const RefProblem p = sequence_problem(c, c.eff_q(b), c.eff_k(b));
+        for (int64_t i = 0; i < rows; ++i) {
+            const bool computed = i < c.eff_q(b);
+            const bool sees_none = computed && p.last_visible_key(i) < p.first_visible_key(i);
+            if (sees_none) cmp.masked_rows += Hq;
+            const int64_t row = row_index(b, i);
+            for (int64_t h = 0; h < Hq; ++h) {
+                for (int64_t d = 0; d < D; ++d) {
+                    const size_t at = size_t(o_element(b, i, h, d));
+                    o_role[at] = computed ? 1 : 2;
+                    if (!computed) continue;
+                    const uint16_t bits = out.o[at];
+                    const size_t ri = size_t((row * Hq + h) * D + d);
+                    const double ref = r64.o[ri];
+                    cmp.lowp_err = std::max(cmp.lowp_err, std::fabs(rlp.o[ri] - ref));
+                    if (is_nan_lowp(bits, dt)) {
+                        if (cmp.all_written)
+                            note(cmp.detail, (bits == kOutputPrefill16 ? "O never written at "
+                                                                       : "O is NaN at ") +
+                                                 where(b, i, h, d));
+                        cmp.all_written = false;
+                        continue;
+                    }
+                    if (sees_none && (bits & 0x7FFFu) != 0) {
+                        if (cmp.masked_rows_ok)
+                            note(cmp.detail, "O of a row that sees no key is not 0 at " +
+                                                 where(b, i, h, d));
+                        cmp.masked_rows_ok = false;
+                    }
+                    const double err = std::fabs(double(lowp_to_float(bits, dt)) - ref);
+                    if (!(err <= cmp.max_err)) {
+                        cmp.max_err = err;
+                        wb = b, wi = i, wh = h, wd = d;
+                    }
+                }
+                if (!c.write_lse) continue;
+                const size_t le = size_t(lse_entry(b, i, h));
+                lse_role[le] = computed ? 1 : 2;
+                if (!computed) continue;
+                const float got = out.lse[le];
+                const double ref = r64.lse[size_t(row * Hq + h)];
+                if (std::isnan(got)) {
+                    if (cmp.all_written) note(cmp.detail, "LSE not written at " + where(b, i, h));
+                    cmp.all_written = false;
+                    continue;
+                }
+                if (std::isinf(ref)) {
+                    if (!(std::isinf(got) && got < 0)) {
+                        if (cmp.masked_rows_ok)
+                            note(cmp.detail, "LSE of a row that sees no key is " +
+                                                 std::to_string(got) + ", not -inf, at " +
+                                                 where(b, i, h));
+                        cmp.masked_rows_ok = false;
+                    }
+                    continue;
+                }
+                const double err = std::fabs(double(got) - ref);
+                cmp.lse_lowp_err =
+                    std::max(cmp.lse_lowp_err, std::fabs(rlp.lse[size_t(row * Hq + h)] - ref));
+                if (!(err <= 1e-3 * (1 + std::fabs(ref)))) all_rows_within_tol = false;
+                if (!(err <= cmp.lse_err)) cmp.lse_err = err;
+            }
+        }
+    }
+    cmp.ratio = cmp.max_err / std::max(cmp.lowp_err, 5e-7);
+    cmp.o_ok = cmp.all_written && cmp.max_err <= 2 * cmp.lowp_err + 1e-6;
+    if (cmp.all_written && !cmp.o_ok) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "O error %.3g > 2 x %.3g (worst at ", cmp.max_err,
+                      cmp.lowp_err);
+        note(cmp.detail, buf + where(wb, wi, wh, wd) + ")");
+    }
+    cmp.gaps_untouched = true;
+    for (size_t at = 0; at < o_role.size(); ++at)
+        if (o_role[at] == 0 && out.o[at] != kOutputPrefill16) {
+            note(cmp.detail, "O written outside the sequences' rows, at allocation element " +
+                                 std::to_string(at));
+            cmp.gaps_untouched = false;
+            break;
+        }
+    for (size_t at = 0; at < lse_role.size(); ++at)
+        if (lse_role[at] == 0 && bits_of(out.lse[at]) != kOutputPrefill32) {
+            note(cmp.detail, "LSE written outside the sequences' rows, at entry " +
+                                 std::to_string(at));
+            cmp.gaps_untouched = false;
+            break;
+        }
+    if (c.write_lse) {
+        cmp.lse_ok = all_rows_within_tol || cmp.lse_err <= 2 * cmp.lse_lowp_err + 1e-6;
+        if (!cmp.lse_ok) {
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "LSE error %.3g beyond 1e-3*(1+|lse|) and 2 x %.3g",
+                          cmp.lse_err, cmp.lse_lowp_err);
+            note(cmp.detail, buf);
+        }
+    }
+    return cmp;
+}
+
+Outputs ServingHost::expected_outputs() {
+    const ServingRef &rlp = ref_lowp();
+    const ServingCase &c = case_;
+    const int64_t Hq = c.num_q_heads, D = c.head_dim;
+    Outputs out;
+    out.o.assign(o_layout.alloc_elems, kOutputPrefill16);
+    float prefill;
+    std::memcpy(&prefill, &kOutputPrefill32, 4);
+    out.lse.assign(lse_elems(), prefill);
+    for (int64_t b = 0; b < c.batch(); ++b)
+        for (int64_t i = 0; i < c.eff_q(b); ++i)
+            for (int64_t h = 0; h < Hq; ++h) {
+                const int64_t row = row_index(b, i);
+                for (int64_t d = 0; d < D; ++d)
+                    out.o[size_t(o_element(b, i, h, d))] =
+                        float_to_lowp(float(rlp.o[size_t((row * Hq + h) * D + d)]), c.dtype);
+                if (c.write_lse)
+                    out.lse[size_t(lse_entry(b, i, h))] = float(rlp.lse[size_t(row * Hq + h)]);
+            }
+    return out;
+}
+
+// ---- ServingData ---------------------------------------------------------------
+
+namespace {
+
+DeviceBuffer int_buffer(const std::vector<int32_t> &host) {
+    DeviceBuffer buf(host.size(), 4, kGuard32);
+    if (!host.empty()) buf.upload(host.data());
+    return buf;
+}
+
+}  // namespace
+
+ServingData::ServingData(const ServingCase &c) : ServingHost(c) {
+    q = DeviceBuffer(q_layout.alloc_elems, 2, kGuard16);
+    k = DeviceBuffer(k_layout.alloc_elems, 2, kGuard16);
+    v = DeviceBuffer(k_layout.alloc_elems, 2, kGuard16);
+    o = DeviceBuffer(o_layout.alloc_elems, 2, kGuard16);
+    q.upload(host_q().data());
+    k.upload(host_k().data());
+    v.upload(host_v().data());
+    if (c.write_lse) lse = DeviceBuffer(lse_elems(), 4, kGuard32);
+    if (c.sinks) {
+        sinks = DeviceBuffer(host_sinks().size(), 4, kGuard32);
+        sinks.upload(host_sinks().data());
+    }
+    if (c.varlen_q) cu_q = int_buffer(host_cu_q());
+    if (c.cu_seqlens_k) cu_k = int_buffer(host_cu_k());
+    if (!c.seqused.empty()) seqused = int_buffer(c.seqused);
+    if (c.keys == KeyLayout::PAGED) block_table = int_buffer(host_block_table());
+    prefill_outputs();
+}
+
+fmha_tensors ServingData::tensors() const {
+    const ServingCase &c = config();
+    fmha_tensors t;
+    if (fmha_tensors_init(&t, FMHA_TENSORS_VERSION) != FMHA_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("fmha_tensors_init: ") + fmha_last_error_message());
+    t.q = static_cast<const uint16_t *>(q.data()) + q_layout.offset;
+    t.k = static_cast<const uint16_t *>(k.data()) + k_layout.offset;
+    t.v = static_cast<const uint16_t *>(v.data()) + k_layout.offset;
+    t.o = static_cast<uint16_t *>(o.data()) + o_layout.offset;
+    t.lse = c.write_lse ? static_cast<float *>(lse.data()) : nullptr;
+    t.sinks = c.sinks ? static_cast<const float *>(sinks.data()) : nullptr;
+    t.cu_seqlens_q = c.varlen_q ? static_cast<const int32_t *>(cu_q.data()) : nullptr;
+    t.cu_seqlens_k = c.cu_seqlens_k ? static_cast<const int32_t *>(cu_k.data()) : nullptr;
+    t.seqused_k = c.seqused.empty() ? nullptr : static_cast<const int32_t *>(seqused.data());
+    t.block_table =
+        c.keys == KeyLayout::PAGED ? static_cast<const int32_t *>(block_table.data()) : nullptr;
+    return t;
+}
+
+void ServingData::prefill_outputs() {
+    o.fill(kOutputPrefill16);
+    if (config().write_lse) lse.fill(kOutputPrefill32);
+}
+
+Outputs ServingData::download() const {
+    Outputs out;
+    out.o.resize(o.elems());
+    o.download(out.o.data());
+    if (config().write_lse) {
+        out.lse.resize(lse.elems());
+        lse.download(out.lse.data());
+    }
+    return out;
+}
+
+bool ServingData::guards_intact(std::string *why) const {
+    const struct {
+        const char *name;
+        const DeviceBuffer *buf;
+    } bufs[] = {{"q", &q},       {"k", &k},         {"v", &v},
+                {"o", &o},       {"lse", &lse},     {"sinks", &sinks},
+                {"cu_seqlens_q", &cu_q}, {"cu_seqlens_k", &cu_k}, {"seqused_k", &seqused},
+                {"block_table", &block_table}};
+    for (const auto &b : bufs) {
+        if (b.buf->elems() == 0) continue;
+        std::string w;
+        if (!b.buf->guards_intact(&w)) {
+            if (why) *why = std::string(b.name) + ": " + w;
+            return false;
+        }
+    }
+    return true;
+}
+
+// ---- running -------------------------------------------------------------------
+
+const char *documented_unsupported(const fmha_descriptor &d) {
+    if (d.kernel == FMHA_KERNEL_PORTABLE && d.head_dim == 512)
+        return "fmha.h: head_dim 512 runs on the decode kernel";
+    if (d.kernel == FMHA_KERNEL_PORTABLE && d.num_splits >= 2)
+        return "fmha.h: num_splits >= 2 is for the decode kernel only";
+    if (d.kernel == FMHA_KERNEL_HOPPER)
+        return "an explicitly requested Hopper kernel may decline a problem";
+    return nullptr;
+}
+
+bool ServingRun::passed() const {
+    return status == FMHA_STATUS_SUCCESS && error.empty() && unsupported == nullptr &&
+           plan_problem.empty() && guards_ok && rerun_identical && cmp.o_ok && cmp.lse_ok &&
+           cmp.all_written && cmp.gaps_untouched && cmp.masked_rows_ok;
+}
+
+std::string ServingRun::summary(const ServingCase &c) const {
+    std::ostringstream s;
+    ServingCase shown = c;
+    shown.kernel = kernel;
+    shown.num_splits = requested_splits;
+    if (unsupported) s << "UNSUPPORTED ";
+    else s << (passed() ? "ok   " : "FAIL ");
+    s << shown.name();
+    if (unsupported) {
+        s << " | " << fmha_status_string(status) << " (" << unsupported << "): " << error;
+        return s.str();
+    }
+    if (status != FMHA_STATUS_SUCCESS || !error.empty()) {
+        s << " | ";
+        if (status != FMHA_STATUS_SUCCESS) s << fmha_status_string(status) << ": ";
+        s << error;
+        return s.str();
+    }
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  " | kernel %s (%s) splits %d ws %llu err %.3g lowp %.3g ratio %.2f lse_err %.3g",
+                  kernel_name.c_str(), family_name(kernel_family), num_splits,
+                  (unsigned long long)workspace_bytes, cmp.max_err, cmp.lowp_err, cmp.ratio,
+                  cmp.lse_err);
+    s << buf;
+    if (!plan_problem.empty()) s << " | plan info: " << plan_problem;
+    if (!guards_ok) s << " | guards overwritten";
+    if (!rerun_identical) s << " | rerun differs";
+    if (!cmp.all_written) s << " | unwritten/NaN output";
+    if (!cmp.gaps_untouched) s << " | wrote outside the sequences";
+    if (!cmp.masked_rows_ok) s << " | rows that see no key wrong";
+    if (!cmp.detail.empty()) s << " | " << cmp.detail;
+    return s.str();
+}
+
+namespace {
+
+struct PlanHolder {
+    fmha_plan *plan = nullptr;
+    ~PlanHolder() { fmha_destroy_plan(plan); }
+};
+
+std::string run_once(ServingData &data, const fmha_plan *plan, void *ws, size_t ws_bytes,
+                     fmha_status *status, Outputs *out) {
+    data.prefill_outputs();
+    const fmha_tensors t = data.tensors();
+    *status = fmha_run(plan, &t, ws, ws_bytes, nullptr);
+    if (*status != FMHA_STATUS_SUCCESS) return std::string("fmha_run: ") + fmha_last_error_message();
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return std::string("after fmha_run: ") + cudaGetErrorName(err) + ": " +
+               cudaGetErrorString(err);
+    *out = data.download();
+    return "";
+}
+
+}  // namespace
+
+ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num_splits) {
+    ServingRun r;
+    r.kernel = kernel;
+    r.requested_splits = num_splits;
+    try {
+        const fmha_descriptor desc = data.descriptor(kernel, num_splits);
+        PlanHolder ph;
+        r.status = fmha_create_plan(&ph.plan, &desc);
+        if (r.status != FMHA_STATUS_SUCCESS) {
+            r.error = std::string("fmha_create_plan: ") + fmha_last_error_message();
+            if (r.status == FMHA_STATUS_NOT_SUPPORTED) r.unsupported = documented_unsupported(desc);
+            return r;
+        }
+        fmha_plan_info info;
+        fmha_plan_info_init(&info, FMHA_PLAN_INFO_VERSION);
+        r.status = fmha_plan_get_info(ph.plan, &info);
+        if (r.status != FMHA_STATUS_SUCCESS) {
+            r.error = std::string("fmha_plan_get_info: ") + fmha_last_error_message();
+            return r;
+        }
+        r.kernel_family = info.kernel_family;
+        r.kernel_name = info.kernel_name ? info.kernel_name : "(null)";
+        r.num_splits = info.num_splits;
+        size_t ws_bytes = 0;
+        r.status = fmha_plan_workspace_size(ph.plan, &ws_bytes);
+        if (r.status != FMHA_STATUS_SUCCESS) {
+            r.error = std::string("fmha_plan_workspace_size: ") + fmha_last_error_message();
+            return r;
+        }
+        r.workspace_bytes = ws_bytes;
+        // What fmha.h promises about the plan.
+        std::string &pp = r.plan_problem;
+        if (kernel != FMHA_KERNEL_AUTO && info.kernel_family != kernel)
+            pp = std::string("family ") + family_name(info.kernel_family) + " for a forced " +
+                 family_name(kernel);
+        else if (kernel == FMHA_KERNEL_AUTO && (desc.head_dim == 512 || num_splits >= 2) &&
+                 info.kernel_family != FMHA_KERNEL_DECODE)
+            pp = std::string("AUTO chose ") + family_name(info.kernel_family) +
+                 ", not decode, for head_dim 512 / num_splits >= 2";
+        else if (info.num_splits < 1)
+            pp = "num_splits " + std::to_string(info.num_splits) + " < 1";
+        else if (info.kernel_family == FMHA_KERNEL_DECODE && num_splits >= 1 &&
+                 info.num_splits != num_splits)
+            pp = "num_splits " + std::to_string(info.num_splits) + " for a request of exactly " +
+                 std::to_string(num_splits);
+        else if (info.kernel_family != FMHA_KERNEL_DECODE && info.num_splits != 1)
+            pp = "num_splits " + std::to_string(info.num_splits) + " on a kernel that cannot split";
+        else if (info.workspace_bytes != uint64_t(ws_bytes))
+            pp = "workspace_bytes " + std::to_string(info.workspace_bytes) +
+                 " != fmha_plan_workspace_size " + std::to_string(ws_bytes);
+
+        // The workspace, guard-banded, its payload NaN garbage.
+        DeviceBuffer ws;
+        if (ws_bytes > 0) ws = DeviceBuffer((ws_bytes + 1) / 2, 2, kGuard16);
+        void *wsp = ws_bytes > 0 ? ws.data() : nullptr;
+        Outputs second;
+        r.error = run_once(data, ph.plan, wsp, ws_bytes, &r.status, &r.out);
+        if (r.error.empty()) r.error = run_once(data, ph.plan, wsp, ws_bytes, &r.status, &second);
+        if (!r.error.empty()) return r;
+        r.rerun_identical = r.out == second;
+        std::string why, ws_why;
+        r.guards_ok = data.guards_intact(&why);
+        if (r.guards_ok && ws_bytes > 0 && !ws.guards_intact(&ws_why)) {
+            r.guards_ok = false;
+            why = "workspace: " + ws_why;
+        }
+        r.cmp = data.compare(r.out);
+        if (!r.guards_ok) r.cmp.detail = why + (r.cmp.detail.empty() ? "" : "; " + r.cmp.detail);
+    } catch (const std::exception &e) {
+        if (r.error.empty()) r.error = std::string("test harness: ") + e.what();
+    }
+    return r;
+}
+
+// ---- merge references ------------------------------------------------------
+
+namespace {
+
+template <typename T>
+RefResult merge_reference(const MergeInput &in, bool lowp) {
+    const int64_t rows = in.batch * in.num_heads * in.seqlen_q, D = in.head_dim;
+    const size_t P = in.o.size();
+    if (in.lse.size() != P) throw std::invalid_argument("MergeInput: o and lse differ in parts");
+    RefResult r;
+    r.o.assign(size_t(rows * D), 0.0);
+    r.lse.assign(size_t(rows), 0.0);
+    const T ninf = -std::numeric_limits<T>::infinity();
+    std::vector<T> acc(static_cast<size_t>(D));
+    for (int64_t row = 0; row < rows; ++row) {
+        T m = ninf;
+        for (size_t p = 0; p < P; ++p) m = std::max(m, T(in.lse[p][size_t(row)]));
+        if (m == ninf) {  // no part saw a key: O = 0, LSE = -inf
+            r.lse[size_t(row)] = -std::numeric_limits<double>::infinity();
+            continue;
+        }
+        T sum = 0;
+        std::fill(acc.begin(), acc.end(), T(0));
+        for (size_t p = 0; p < P; ++p) {
+            const T lp = T(in.lse[p][size_t(row)]);
+            if (lp == ninf) continue;
+            const T w = std::exp(lp - m);
+            sum += w;
+            const double *op = &in.o[p][size_t(row * D)];
+            for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += w * T(op[d]);
+        }
+        for (int64_t d = 0; d < D; ++d) {
+            const T x = acc[size_t(d)] / sum;
+            r.o[size_t(row * D + d)] = lowp ? double(round_to_lowp(float(x), in.dtype)) : double(x);
+        }
+        r.lse[size_t(row)] = double(m + std::log(sum));
+    }
+    return r;
+}
+
+}  // namespace
+
+RefResult merge_reference_fp64(const MergeInput &in) { return merge_reference<double>(in, false); }
+RefResult merge_reference_lowp(const MergeInput &in) { return merge_reference<float>(in, true); }
+
+}  // namespace fmha_test

@@ -38,6 +38,17 @@ bool fetch(GetProcAddress get, const char *name, Fn *out, LoadResult &r) {
     return true;
 }
 
+// An entry point the library can do without: null when the driver lacks it.
+template <typename Fn>
+void fetch_optional(GetProcAddress get, const char *name, Fn *out) {
+    void *fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    CUresult res = get(name, &fn, kRequestedApi, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    *out = res == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS
+               ? reinterpret_cast<Fn>(fn)
+               : nullptr;
+}
+
 void load(LoadResult &r) {
     const char *path = std::getenv("FMHA_LIBCUDA");
     if (path == nullptr || path[0] == '\0') path = "libcuda.so.1";
@@ -80,6 +91,7 @@ void load(LoadResult &r) {
               fetch(get, "cuMemsetD32Async", &d.memset_d32_async, r) &&
               fetch(get, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled, r);
     if (!ok) return;  // the library handle stays open: harmless, and it may be in use
+    fetch_optional(get, "cuLaunchKernelEx", &d.launch_kernel_ex);
     CUresult res = d.init(0);
     if (res != CUDA_SUCCESS) {
         const char *name = "?";

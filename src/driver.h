@@ -32,6 +32,9 @@ struct Driver {
     CUresult (*func_get_attribute)(int *, CUfunction_attribute, CUfunction);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
+    // Optional (null if absent): launches with attributes, for programmatic
+    // dependent launch of a second kernel.
+    CUresult (*launch_kernel_ex)(const CUlaunchConfig *, CUfunction, void **, void **) = nullptr;
     CUresult (*memset_d32_async)(CUdeviceptr, unsigned int, size_t, CUstream);
     CUresult (*tensor_map_encode_tiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                                         const cuuint64_t *, const cuuint64_t *,

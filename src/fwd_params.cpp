@@ -59,6 +59,36 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     return f;
 }
 
+fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,
+                             unsigned threads, CUstream stream, void *params,
+                             const char *kernel_name) {
+    if (device_sm < 90 || drv.launch_kernel_ex == nullptr)
+        return launch(drv, fn, grid_x, 1, 1, threads, 0, stream, params, kernel_name);
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid_x;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = 0;
+    config.hStream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    void *args[] = {params};
+    CUresult res = drv.launch_kernel_ex(&config, fn, args, nullptr);
+    if (res != CUDA_SUCCESS) {
+        driver_fail(drv, res, "cuLaunchKernelEx");
+        return fail(res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT
+                        ? FMHA_STATUS_CONTEXT_MISMATCH
+                        : FMHA_STATUS_DRIVER_ERROR,
+                    "launching %s: %s (is the stream from the plan's context?)", kernel_name,
+                    fmha_last_error_message());
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
 fmha_status launch(const Driver &drv, CUfunction fn, unsigned grid_x, unsigned grid_y,
                    unsigned grid_z, unsigned threads, unsigned smem_bytes, CUstream stream,
                    void *params, const char *kernel_name) {

@@ -125,8 +125,8 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
     cp.num_parts = c.num_splits;
     const int64_t warps = cp.rows * heads;
     const unsigned blocks = static_cast<unsigned>((warps + 3) / 4);
-    return launch(*plan.drv, plan.combine_function, blocks, 1, 1, 128, 0, stream, &cp,
-                  c.combine_kernel_name);
+    return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 128, stream,
+                            &cp, c.combine_kernel_name);
 }
 
 }  // namespace
@@ -152,7 +152,7 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.kernel_name = kernel_name(p.dtype, p.head_dim);
     c.tile_m = kDecodeRows;
     c.tile_n = decode_tile(d).block_n;
-    c.threads = kDecodeThreads;
+    c.threads = decode_threads(d);
     c.smem_bytes = decode_smem_bytes(d);
     if (dev.max_smem > 0 && c.smem_bytes > dev.max_smem)
         return fail(FMHA_STATUS_NOT_SUPPORTED,

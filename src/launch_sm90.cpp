@@ -1,4 +1,5 @@
 // The Hopper (sm_90a) TMA + wgmma kernel family: configuration and launch.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -45,15 +46,24 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
     std::memset(&params, 0, sizeof params);
     auto *maps = reinterpret_cast<CUtensorMap *>(&params);
     const Driver &drv = *plan.drv;
-    FMHA_TRY(encode_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, p.seqlen_q,
-                               p.num_q_heads, p.batch, p.q, c.tile_m, "q"));
-    FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, p.seqlen_k,
-                               p.num_kv_heads, p.batch, p.k, c.tile_n, "k"));
-    FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, p.seqlen_k,
-                               p.num_kv_heads, p.batch, p.v, c.tile_n, "v"));
-    // Each consumer warpgroup stores its own 64 rows.
-    FMHA_TRY(encode_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, p.seqlen_q,
-                               p.num_q_heads, p.batch, p.o, 64, "o"));
+    if (p.varlen_q && p.total_q == 0) return FMHA_STATUS_SUCCESS;  // no query rows at all
+    // Packed (varlen) tensors are mapped as one batch of all their rows; the
+    // kernel offsets each sequence by its cu_seqlens entry. A map needs at
+    // least one row even when no sequence has keys (none is then read).
+    const int64_t q_rows = p.varlen_q ? p.total_q : p.seqlen_q;
+    const int64_t q_batch = p.varlen_q ? 1 : p.batch;
+    const int64_t k_rows = p.varlen_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
+    const int64_t k_batch = p.varlen_k ? 1 : p.batch;
+    FMHA_TRY(encode_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows, p.num_q_heads,
+                               q_batch, p.q, c.tile_m, "q"));
+    FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_rows, p.num_kv_heads,
+                               k_batch, p.k, c.tile_n, "k"));
+    FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_rows,
+                               p.num_kv_heads, k_batch, p.v, c.tile_n, "v"));
+    // Each consumer warpgroup stores its own 64 rows (dense only: packed
+    // rows are stored row by row).
+    FMHA_TRY(encode_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
+                               p.num_q_heads, q_batch, p.o, 64, "o"));
     params.fwd = make_fwd_params(p, t, c.tile_m);
     const int64_t tiles = int64_t(params.fwd.num_m_blocks) * params.fwd.num_q_heads * params.fwd.batch;
     params.total_tiles = static_cast<int32_t>(tiles);
@@ -67,10 +77,10 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
 }  // namespace
 
 fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
-    if (!p.is_dense())
+    if (p.paged_kv)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the Hopper kernel does not yet read varlen, seqused_k or paged KV (the "
-                    "portable and decode kernels do)");
+                    "the Hopper kernel does not yet read a paged KV cache (the portable and "
+                    "decode kernels do)");
     if (p.head_dim == 512 || p.num_splits > 1)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "head_dim 512 and split-KV (num_splits %d) run on the decode kernel",
@@ -79,9 +89,12 @@ fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel does not yet do sliding windows, softcap or sinks (the "
                     "portable kernel does)");
-    if (broadcasts(p.q, p.seqlen_q, p.num_q_heads, p.batch) ||
-        broadcasts(p.k, p.seqlen_k, p.num_kv_heads, p.batch) ||
-        broadcasts(p.v, p.seqlen_k, p.num_kv_heads, p.batch))
+    const int64_t q_batch = p.varlen_q ? 1 : p.batch, k_batch = p.varlen_k ? 1 : p.batch;
+    const int64_t q_rows = p.varlen_q ? p.total_q : p.seqlen_q;
+    const int64_t k_rows = p.varlen_k ? p.total_k : p.seqlen_k;
+    if (broadcasts(p.q, q_rows, p.num_q_heads, q_batch) ||
+        broadcasts(p.k, k_rows, p.num_kv_heads, k_batch) ||
+        broadcasts(p.v, k_rows, p.num_kv_heads, k_batch))
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
     const int d = static_cast<int>(p.head_dim);

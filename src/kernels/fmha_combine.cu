@@ -8,6 +8,7 @@
 
 #include "kernels/numeric.cuh"
 #include "kernels/params.h"
+#include "kernels/ptx/grid_dependency.cuh"
 
 namespace fmha::combine {
 
@@ -39,6 +40,7 @@ __device__ __forceinline__ float4 load4<__half>(const __half *p) {
 template <typename In, bool kBf16Out>
 __device__ __forceinline__ void combine(const CombineParams &p) {
     using Out = typename Elem<kBf16Out>::T;
+    ptx::wait_for_predecessor();  // split-KV: the decode grid's partials
     const int lane = threadIdx.x % 32;
     const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
     if (item >= p.rows * p.heads) return;

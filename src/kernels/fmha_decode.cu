@@ -14,6 +14,7 @@
 
 #include "kernels/numeric.cuh"
 #include "kernels/params.h"
+#include "kernels/ptx/grid_dependency.cuh"
 #include "kernels/ptx/math.cuh"
 #include "kernels/ptx/mma_sync.cuh"
 #include "kernels/sequence.cuh"
@@ -28,7 +29,7 @@ struct Config {
     static constexpr int BN = kTile.block_n;
     static constexpr int kStages = kTile.stages;
     static constexpr int kDSplit = kTile.d_split;
-    static constexpr int kThreads = kDecodeThreads;
+    static constexpr int kThreads = decode_threads(D);
     static constexpr int kWarps = kThreads / 32;
     static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
     static constexpr int kDv = D / kDSplit;              // O columns per warp
@@ -77,6 +78,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int batch = blockIdx.z;
     const int group = dp.q_heads_per_kv;
 
+    // The combine kernel may be scheduled now; it waits for this grid's
+    // memory before reading the partials.
+    ptx::launch_dependents();
     const Sequence seq = sequence_of(p, batch);
     const int pos_first = m_tile * Cfg::BM / group;
     if (pos_first >= seq.len_q) return;  // rows past this sequence's queries
@@ -329,7 +333,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 
 // Entry points, one per (dtype, head_dim); named in launch_decode.cpp.
 #define FMHA_DECODE_ENTRY(name, bf16, d)                                               \
-    extern "C" __global__ void __launch_bounds__(fmha::kDecodeThreads)                 \
+    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d))              \
         name(const fmha::DecodeParams p) {                                             \
         fmha::decode::decode<bf16, d>(p);                                              \
     }

@@ -16,14 +16,16 @@
 #include "kernels/ptx/math.cuh"
 #include "kernels/ptx/mbarrier.cuh"
 #include "kernels/ptx/tma.cuh"
+#include "kernels/sequence.cuh"
 #include "kernels/ptx/warpgroup.cuh"
 #include "kernels/ptx/wgmma.cuh"
 #include "kernels/tile_traits.h"
 
 namespace fmha::sm90 {
 
-template <int D>
+template <int kHeadDim>
 struct Config {
+    static constexpr int D = kHeadDim;
     static constexpr Sm90Tile kTile = sm90_tile(D);
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;
@@ -144,17 +146,18 @@ struct Softmax {
     // Masks (only tiles crossing the key end or the diagonal), updates the
     // running max and sum, and turns S into unnormalized probabilities.
     template <bool kFirst>
-    __device__ __forceinline__ void update(float (&s)[Cfg::kSRegs], const FwdParams &p, int n0,
-                                           int row_base, int t, int first_row) {
-        const bool crosses_end = n0 + Cfg::BN > p.seqlen_k;
+    __device__ __forceinline__ void update(float (&s)[Cfg::kSRegs], const FwdParams &p,
+                                           const Sequence &seq, int n0, int row_base, int t,
+                                           int first_row) {
+        const bool crosses_end = n0 + Cfg::BN > seq.len_k;
         const bool crosses_diagonal =
-            p.causal && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row) + p.causal_offset;
+            seq.has_hi && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row) + seq.hi;
         if (crosses_end || crosses_diagonal) {
 #pragma unroll
             for (int i = 0; i < Cfg::kSRegs; ++i) {
                 const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);
                 const int64_t row = row_base + 8 * ((i % 4) / 2);
-                const bool visible = col < p.seqlen_k && (!p.causal || col <= row + p.causal_offset);
+                const bool visible = col < seq.len_k && (!seq.has_hi || col <= row + seq.hi);
                 if (!visible) s[i] = -CUDART_INF_F;
             }
         }
@@ -213,14 +216,19 @@ __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
 
 // Number of key tiles a query block must visit (0 when it sees no key).
 template <typename Cfg>
-__device__ __forceinline__ int key_tiles(const FwdParams &p, int m0) {
-    int n_end = p.seqlen_k;
-    if (p.causal) {
-        const int64_t last_row = min(m0 + Cfg::BM, p.seqlen_q) - 1;
-        const int64_t visible = last_row + p.causal_offset + 1;
-        n_end = visible <= 0 ? 0 : visible < p.seqlen_k ? static_cast<int>(visible) : p.seqlen_k;
-    }
+__device__ __forceinline__ int key_tiles(const Sequence &seq, int m0) {
+    int n_begin, n_end;
+    visible_key_range(seq, m0, min(m0 + Cfg::BM, seq.len_q) - 1, &n_begin, &n_end);
     return (n_end + Cfg::BN - 1) / Cfg::BN;
+}
+
+// TMA coordinates of a sequence's rows: packed tensors are one batch of
+// total rows, and a sequence starts at its cu_seqlens offset.
+__device__ __forceinline__ int q_batch_coord(const FwdParams &p, int batch) {
+    return p.cu_seqlens_q != nullptr ? 0 : batch;
+}
+__device__ __forceinline__ int k_batch_coord(const FwdParams &p, int batch) {
+    return p.cu_seqlens_k != nullptr ? 0 : batch;
 }
 
 template <typename Cfg>
@@ -256,16 +264,23 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
     ptx::prefetch_tensor_map(&params.v);
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
-    for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride, ++q_iter) {
+    for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride) {
         const Tile tile = decode_tile(params, idx);
-        const int kv_head = tile.head / params.fwd.q_heads_per_kv;
+        const Sequence seq = sequence_of(params.fwd, tile.batch);
         const int m0 = tile.m_block * BM;
-        const int n_tiles = key_tiles<Cfg>(params.fwd, m0);
+        if (m0 >= seq.len_q) continue;  // past a shorter sequence of a varlen batch
+        const int kv_head = tile.head / params.fwd.q_heads_per_kv;
+        const int n_tiles = key_tiles<Cfg>(seq, m0);
+        const int q_row = static_cast<int>(seq.q_row0) + m0;
+        const int k_row0 = static_cast<int>(seq.k_row0);
+        const int qb = q_batch_coord(params.fwd, tile.batch);
+        const int kb = k_batch_coord(params.fwd, tile.batch);
         if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
+        ++q_iter;
         ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
         for (int b = 0; b < Cfg::kBoxes; ++b)
-            ptx::tma_load_4d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, m0, tile.head,
-                             tile.batch);
+            ptx::tma_load_4d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, q_row, tile.head,
+                             qb);
         for (int j = 0; j < n_tiles; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;
             const int use = kv_iter / kStages;
@@ -273,12 +288,12 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
             ptx::mbarrier_arrive_expect_tx(&sm.full_k[s], Cfg::kKVBytes);
             for (int b = 0; b < Cfg::kBoxes; ++b)
                 ptx::tma_load_4d(sm.k + s * Cfg::kKVBytes + b * BN * 128, &params.k, &sm.full_k[s],
-                                 b * 64, j * BN, kv_head, tile.batch);
+                                 b * 64, k_row0 + j * BN, kv_head, kb);
             if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
             ptx::mbarrier_arrive_expect_tx(&sm.full_v[s], Cfg::kKVBytes);
             for (int b = 0; b < Cfg::kBoxes; ++b)
                 ptx::tma_load_4d(sm.v + s * Cfg::kKVBytes + b * BN * 128, &params.v, &sm.full_v[s],
-                                 b * 64, j * BN, kv_head, tile.batch);
+                                 b * 64, k_row0 + j * BN, kv_head, kb);
         }
     }
 }
@@ -329,10 +344,15 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
     for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride, ++q_iter) {
         const Tile tile = decode_tile(params, idx);
+        const Sequence seq = sequence_of(p, tile.batch);
         const int m0 = tile.m_block * BM;
+        if (m0 >= seq.len_q) {  // as the producer: skipped without a barrier phase
+            --q_iter;
+            continue;
+        }
         const int first_row = m0 + consumer * 64;
         const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
-        const int n_tiles = key_tiles<Cfg>(p, m0);
+        const int n_tiles = key_tiles<Cfg>(seq, m0);
         Softmax<Cfg> softmax;
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c)
@@ -354,7 +374,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             ptx::fence_registers(sacc);
             ptx::mbarrier_arrive(&sm.empty_k[s0]);
             release_q_early(n_tiles == 1);
-            softmax.template update<true>(sacc, p, 0, row_base, t, first_row);
+            softmax.template update<true>(sacc, p, seq, 0, row_base, t, first_row);
             pack_p<kBf16, Cfg>(pa, sacc);
 
             for (int j = 1; j < n_tiles; ++j) {
@@ -372,7 +392,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::fence_registers(sacc);
                 ptx::mbarrier_arrive(&sm.empty_k[s]);
                 release_q_early(j == n_tiles - 1);
-                softmax.template update<false>(sacc, p, j * BN, row_base, t, first_row);
+                softmax.template update<false>(sacc, p, seq, j * BN, row_base, t, first_row);
                 ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
 #pragma unroll
                 for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
@@ -427,22 +447,39 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                     Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
             }
         }
-        ptx::fence_proxy_async_shared();
-        ptx::named_barrier_sync(1 + consumer, 128);
-        if (tid == 0) {
-            for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_store_4d(&params.o, o_mine + b * BM * 128, b * 64, first_row, tile.head,
-                                  tile.batch);
-            ptx::tma_store_commit();
-            if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
+        if (p.cu_seqlens_q == nullptr) {
+            ptx::fence_proxy_async_shared();
+            ptx::named_barrier_sync(1 + consumer, 128);
+            if (tid == 0) {
+                for (int b = 0; b < Cfg::kBoxes; ++b)
+                    ptx::tma_store_4d(&params.o, o_mine + b * BM * 128, b * 64, first_row,
+                                      tile.head, tile.batch);
+                ptx::tma_store_commit();
+                if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
+            }
+        } else {
+            // Packed rows: the tile's rows past the sequence belong to the next
+            // one, so store row by row (16-byte chunks) instead of a TMA box.
+            ptx::named_barrier_sync(1 + consumer, 128);
+            using T = typename Elem<kBf16>::T;
+            T *o_seq = static_cast<T *>(p.o) + (seq.q_row0 + first_row) * p.o_stride.seq +
+                       int64_t(tile.head) * p.o_stride.head;
+            constexpr int kChunks = Cfg::D / 8;
+            for (int idx = tid; idx < 64 * kChunks; idx += 128) {
+                const int r = idx / kChunks, c = idx % kChunks;
+                if (first_row + r >= seq.len_q) continue;
+                const uint8_t *src = o_mine + (c / 8) * BM * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+                *reinterpret_cast<uint4 *>(o_seq + int64_t(r) * p.o_stride.seq + c * 8) =
+                    *reinterpret_cast<const uint4 *>(src);
+            }
         }
         if (p.lse != nullptr && t == 0) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = row_base + 8 * r;
-                if (row < p.seqlen_q)
-                    p.lse[(int64_t(tile.batch) * p.num_q_heads + tile.head) * p.seqlen_q + row] =
-                        lse[r];
+                if (row < seq.len_q)
+                    p.lse[tile.batch * p.lse_batch_stride + tile.head * p.lse_head_stride +
+                          seq.q_row0 + row] = lse[r];
             }
         }
         if constexpr (!Cfg::kSeparateO) {

@@ -82,19 +82,28 @@ namespace fmha {
 // allows while keeping 2 CTAs per SM up to hd128 (bytes in flight hide HBM
 // latency; decode is bandwidth-bound).
 struct DecodeTile {
+    int warps;    // per CTA
     int block_n;  // keys per pipeline stage (16 per key group)
     int stages;   // K/V pipeline depth
     int d_split;  // warps sharing one key slice, each with head_dim/d_split columns of O
 };
 
 constexpr int kDecodeRows = 16;
-constexpr int kDecodeThreads = 128;
 
+// FMHA_DECODE_TUNE_{WARPS,STAGES} override the table for tuning runs only.
 FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim) {
-    return head_dim == 512 ? DecodeTile{32, 3, 2}
-         : head_dim == 64  ? DecodeTile{64, 4, 1}
-                           : DecodeTile{64, 3, 1};
+#if defined(FMHA_DECODE_TUNE_WARPS) && defined(FMHA_DECODE_TUNE_STAGES)
+    return head_dim == 512 ? DecodeTile{4, 32, 3, 2}
+                           : DecodeTile{FMHA_DECODE_TUNE_WARPS, 16 * FMHA_DECODE_TUNE_WARPS,
+                                        FMHA_DECODE_TUNE_STAGES, 1};
+#else
+    return head_dim == 512 ? DecodeTile{4, 32, 3, 2}
+         : head_dim == 64  ? DecodeTile{4, 64, 4, 1}
+                           : DecodeTile{4, 64, 3, 1};
+#endif
 }
+
+FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim) { return 32 * decode_tile(head_dim).warps; }
 
 FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim + 8; }
 
@@ -108,7 +117,8 @@ FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim) {
            decode_smem_row(head_dim) * 2;
 }
 FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim) {
-    return (4 / decode_tile(head_dim).d_split) * kDecodeRows * (head_dim + 2) * 4;
+    return (decode_tile(head_dim).warps / decode_tile(head_dim).d_split) * kDecodeRows *
+           (head_dim + 2) * 4;
 }
 FMHA_HOST_DEVICE constexpr int decode_smem_bytes(int head_dim) {
     return decode_q_bytes(head_dim) +

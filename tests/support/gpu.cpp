@@ -57,8 +57,9 @@ fmha_kernel_family test_kernel_family() {
     if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return FMHA_KERNEL_AUTO;
     if (std::strcmp(env, "portable") == 0) return FMHA_KERNEL_PORTABLE;
     if (std::strcmp(env, "hopper") == 0) return FMHA_KERNEL_HOPPER;
+    if (std::strcmp(env, "decode") == 0) return FMHA_KERNEL_DECODE;
     throw std::invalid_argument(std::string("FMHA_TEST_KERNEL is \"") + env +
-                                "\": must be auto, portable or hopper");
+                                "\": must be auto, portable, hopper or decode");
 }
 
 const char *kernel_family_name(int family) {
@@ -66,6 +67,7 @@ const char *kernel_family_name(int family) {
     case FMHA_KERNEL_AUTO: return "auto";
     case FMHA_KERNEL_PORTABLE: return "portable";
     case FMHA_KERNEL_HOPPER: return "hopper";
+    case FMHA_KERNEL_DECODE: return "decode";
     }
     return "family?";
 }

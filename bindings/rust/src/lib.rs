@@ -315,6 +315,9 @@ pub enum KernelFamily {
     Auto,
     Portable,
     Hopper,
+    /// Few query rows per sequence, GQA heads packed in one tile, split-KV;
+    /// also head_dim 512.
+    Decode,
 }
 
 impl KernelFamily {
@@ -323,6 +326,7 @@ impl KernelFamily {
             KernelFamily::Auto => sys::FMHA_KERNEL_AUTO,
             KernelFamily::Portable => sys::FMHA_KERNEL_PORTABLE,
             KernelFamily::Hopper => sys::FMHA_KERNEL_HOPPER,
+            KernelFamily::Decode => sys::FMHA_KERNEL_DECODE,
         }
     }
     pub fn from_raw(raw: sys::fmha_kernel_family) -> Option<KernelFamily> {
@@ -330,6 +334,7 @@ impl KernelFamily {
             sys::FMHA_KERNEL_AUTO => Some(KernelFamily::Auto),
             sys::FMHA_KERNEL_PORTABLE => Some(KernelFamily::Portable),
             sys::FMHA_KERNEL_HOPPER => Some(KernelFamily::Hopper),
+            sys::FMHA_KERNEL_DECODE => Some(KernelFamily::Decode),
             _ => None,
         }
     }
@@ -369,6 +374,15 @@ pub fn strides(layout: Layout, seqlen: i64, num_heads: i64, head_dim: i64) -> Re
 /// K `[batch, seqlen_k, num_kv_heads, head_dim]`,
 /// V `[batch, seqlen_k, num_kv_heads, head_dim_v]`,
 /// O `[batch, seqlen_q, num_q_heads, head_dim_v]`.
+///
+/// Serving forms (descriptor version 3): [`Descriptor::varlen_q`] packs Q
+/// and O as `[total_q, heads, dim]` (rows located by `cu_seqlens_q`),
+/// [`Descriptor::varlen_k`] takes key counts (and, unpaged, packed K/V rows)
+/// from `cu_seqlens_k`, [`Descriptor::seqused_k`] key counts from
+/// `seqused_k`, and [`Descriptor::paged_kv`] reads K/V from
+/// `[num_pages, page_size, kv_heads, dim]` caches through a block table.
+/// `seqlen_q` / `seqlen_k` are then maxima. The index arrays go in
+/// [`Tensors`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Descriptor {
     raw: sys::fmha_descriptor,
@@ -443,13 +457,24 @@ impl Descriptor {
     }
     /// Sets all four tensors' strides for contiguous tensors in `layout`,
     /// from the sequence lengths, head counts and head dims set so far.
+    /// Rows are counted as the library addresses them: `total_q` rows for
+    /// packed Q/O ([`Descriptor::varlen_q`]), `page_size` rows per page for
+    /// paged K/V, `total_k` rows for packed K/V; so set those first.
     pub fn contiguous(mut self, layout: Layout) -> Result<Self> {
         let r = &self.raw;
         let dv = if r.head_dim_v == 0 { r.head_dim } else { r.head_dim_v };
-        let q = strides(layout, r.seqlen_q, r.num_q_heads, r.head_dim)?;
-        let k = strides(layout, r.seqlen_k, r.num_kv_heads, r.head_dim)?;
-        let v = strides(layout, r.seqlen_k, r.num_kv_heads, dv)?;
-        let o = strides(layout, r.seqlen_q, r.num_q_heads, dv)?;
+        let q_rows = if r.flags & sys::FMHA_FLAG_VARLEN_Q != 0 { r.total_q } else { r.seqlen_q };
+        let k_rows = if r.flags & sys::FMHA_FLAG_PAGED_KV != 0 {
+            i64::from(r.page_size)
+        } else if r.flags & sys::FMHA_FLAG_VARLEN_K != 0 {
+            r.total_k
+        } else {
+            r.seqlen_k
+        };
+        let q = strides(layout, q_rows, r.num_q_heads, r.head_dim)?;
+        let k = strides(layout, k_rows, r.num_kv_heads, r.head_dim)?;
+        let v = strides(layout, k_rows, r.num_kv_heads, dv)?;
+        let o = strides(layout, q_rows, r.num_q_heads, dv)?;
         self.raw.q_strides = q;
         self.raw.k_strides = k;
         self.raw.v_strides = v;
@@ -498,12 +523,61 @@ impl Descriptor {
     /// Attention sinks: runs then need [`Tensors::sinks`] (one float32
     /// logit per query head, joining every row's softmax denominator).
     pub fn sinks(mut self, on: bool) -> Self {
-        if on {
-            self.raw.flags |= sys::FMHA_FLAG_SINKS;
-        } else {
-            self.raw.flags &= !sys::FMHA_FLAG_SINKS;
-        }
+        self.set_flag(sys::FMHA_FLAG_SINKS, on);
         self
+    }
+    /// Variable-length queries: Q and O are packed `[total_q, heads, dim]`
+    /// and runs need [`Tensors::cu_seqlens_q`] (`batch + 1` int32 offsets).
+    /// `seqlen_q` is the longest sequence. With [`Descriptor::write_lse`]
+    /// the LSE is `[num_q_heads, total_q]`.
+    pub fn varlen_q(mut self, total_q: i64) -> Self {
+        self.set_flag(sys::FMHA_FLAG_VARLEN_Q, true);
+        self.raw.total_q = total_q;
+        self
+    }
+    /// Variable-length keys: runs need [`Tensors::cu_seqlens_k`]; without
+    /// [`Descriptor::paged_kv`], K and V are packed `[total_k, kv_heads,
+    /// dim]` (pass `total_k` 0 with paged KV). `seqlen_k` is the longest.
+    pub fn varlen_k(mut self, total_k: i64) -> Self {
+        self.set_flag(sys::FMHA_FLAG_VARLEN_K, true);
+        self.raw.total_k = total_k;
+        self
+    }
+    /// Keys used per sequence from [`Tensors::seqused_k`] (`batch` int32).
+    pub fn seqused_k(mut self, on: bool) -> Self {
+        self.set_flag(sys::FMHA_FLAG_SEQUSED_K, on);
+        self
+    }
+    /// Paged KV cache: K and V are `[num_pages, page_size, kv_heads, dim]`
+    /// (the batch stride of `k_strides` / `v_strides` is the page stride)
+    /// and runs need [`Tensors::block_table`] (int32, row-major
+    /// `[batch, max_pages_per_seq]`). `max_pages_per_seq * page_size` must
+    /// cover `seqlen_k`; see [`check_block_table`] for the table's contract.
+    pub fn paged_kv(mut self, num_pages: i64, page_size: i32, max_pages_per_seq: i64) -> Self {
+        self.set_flag(sys::FMHA_FLAG_PAGED_KV, true);
+        self.raw.num_pages = num_pages;
+        self.raw.page_size = page_size;
+        self.raw.max_pages_per_seq = max_pages_per_seq;
+        self
+    }
+    /// Split-KV parts per (sequence, head): 0 automatic (the default), 1
+    /// off, 2..128 exactly that many (decode kernel). The partial results
+    /// live in the plan's workspace.
+    pub fn num_splits(mut self, num_splits: i32) -> Self {
+        self.raw.num_splits = num_splits;
+        self
+    }
+    /// The `FMHA_FLAG_*` bits set so far.
+    pub fn flags(&self) -> u32 {
+        self.raw.flags
+    }
+
+    fn set_flag(&mut self, flag: u32, on: bool) {
+        if on {
+            self.raw.flags |= flag;
+        } else {
+            self.raw.flags &= !flag;
+        }
     }
 }
 
@@ -532,6 +606,9 @@ pub struct PlanInfo {
     pub threads_per_cta: i32,
     pub shared_memory_bytes: i32,
     pub workspace_bytes: u64,
+    /// Split-KV parts per (sequence, head); 1 means none. For a merge plan,
+    /// the number of parts.
+    pub num_splits: i32,
 }
 
 impl PlanInfo {
@@ -584,25 +661,7 @@ impl Plan {
 
     /// What the plan chose.
     pub fn info(&self) -> Result<PlanInfo> {
-        // SAFETY: fmha_plan_info is plain data; all-zero is a valid value.
-        let mut raw: sys::fmha_plan_info = unsafe { core::mem::zeroed() };
-        // SAFETY: valid out pointers, live plan.
-        check(unsafe { sys::fmha_plan_info_init(&mut raw, sys::FMHA_PLAN_INFO_VERSION) })?;
-        check(unsafe { sys::fmha_plan_get_info(self.raw.as_ptr(), &mut raw) })?;
-        Ok(PlanInfo {
-            kernel_family_raw: raw.kernel_family,
-            // SAFETY: documented as a static string (or NULL).
-            kernel_name: unsafe { owned_string(raw.kernel_name) },
-            device: raw.device,
-            device_sm: raw.device_sm,
-            image_sm: raw.image_sm,
-            image_is_ptx: raw.image_is_ptx != 0,
-            tile_m: raw.tile_m,
-            tile_n: raw.tile_n,
-            threads_per_cta: raw.threads_per_cta,
-            shared_memory_bytes: raw.shared_memory_bytes,
-            workspace_bytes: raw.workspace_bytes,
-        })
+        plan_info(self.raw)
     }
 
     /// Enqueues attention on `stream` (asynchronous; never allocates or
@@ -644,6 +703,250 @@ impl Drop for Plan {
     }
 }
 
+fn plan_info(plan: NonNull<sys::fmha_plan>) -> Result<PlanInfo> {
+    // SAFETY: fmha_plan_info is plain data; all-zero is a valid value.
+    let mut raw: sys::fmha_plan_info = unsafe { core::mem::zeroed() };
+    // SAFETY: valid out pointers, live plan.
+    check(unsafe { sys::fmha_plan_info_init(&mut raw, sys::FMHA_PLAN_INFO_VERSION) })?;
+    check(unsafe { sys::fmha_plan_get_info(plan.as_ptr(), &mut raw) })?;
+    Ok(PlanInfo {
+        kernel_family_raw: raw.kernel_family,
+        // SAFETY: documented as a static string (or NULL).
+        kernel_name: unsafe { owned_string(raw.kernel_name) },
+        device: raw.device,
+        device_sm: raw.device_sm,
+        image_sm: raw.image_sm,
+        image_is_ptx: raw.image_is_ptx != 0,
+        tile_m: raw.tile_m,
+        tile_n: raw.tile_n,
+        threads_per_cta: raw.threads_per_cta,
+        shared_memory_bytes: raw.shared_memory_bytes,
+        workspace_bytes: raw.workspace_bytes,
+        num_splits: raw.num_splits.max(1),
+    })
+}
+
+/// Checks a host copy of a paged-KV block table against `desc` (which must
+/// set [`Descriptor::paged_kv`]): every entry a sequence's keys use must lie
+/// in `[0, num_pages)`; the kernels would clamp a bad entry (no fault, but a
+/// wrong result). `seqlens_k` gives each sequence's key count (`None`:
+/// `seqlen_k` for all). Pure host code: no driver needed.
+///
+/// The slices must hold at least `batch * max_pages_per_seq` and `batch`
+/// entries (checked here: [`Status::InvalidArgument`] otherwise). The
+/// library's error names the first bad entry as `block_table[b][i]`.
+pub fn check_block_table(desc: &Descriptor, block_table: &[i32], seqlens_k: Option<&[i32]>) -> Result<()> {
+    let r = &desc.raw;
+    if r.flags & sys::FMHA_FLAG_PAGED_KV != 0 && r.batch > 0 && r.max_pages_per_seq > 0 {
+        let needed = r.batch.saturating_mul(r.max_pages_per_seq);
+        if (block_table.len() as i64) < needed {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "block_table has {} entries: the descriptor needs batch x max_pages_per_seq = {needed}",
+                    block_table.len()
+                ),
+            ));
+        }
+        if let Some(lens) = seqlens_k {
+            if (lens.len() as i64) < r.batch {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!("seqlens_k has {} entries: the descriptor's batch is {}", lens.len(), r.batch),
+                ));
+            }
+        }
+    }
+    let lens = seqlens_k.map_or(ptr::null(), <[i32]>::as_ptr);
+    // SAFETY: the library reads batch x max_pages_per_seq table entries and
+    // batch lengths, only for a valid paged descriptor (checked above to fit
+    // the slices); otherwise it fails before reading.
+    check(unsafe { sys::fmha_check_block_table(&desc.raw, block_table.as_ptr(), lens) })
+}
+
+// ====================================================================== merge
+
+/// A merge of partial attention results: a builder over
+/// `fmha_merge_descriptor`, initialised by `fmha_merge_descriptor_init`.
+///
+/// `num_parts` partial O `[batch, seqlen_q, num_heads, head_dim]` (all with
+/// `part_strides`) over disjoint key sets, each with its float32 LSE
+/// `[batch, num_heads, seqlen_q]` (contiguous, as [`Plan::run`] writes it),
+/// combine into the exact attention over the union:
+/// `O = sum_p exp(LSE_p - LSE) O_p`, `LSE = log sum_p exp(LSE_p)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeDescriptor {
+    raw: sys::fmha_merge_descriptor,
+}
+
+impl MergeDescriptor {
+    /// Defaults from `fmha_merge_descriptor_init`: BF16, strides 0 except
+    /// `dim` = 1, device 0, no flags.
+    pub fn new() -> Result<MergeDescriptor> {
+        let mut raw = sys::fmha_merge_descriptor::default();
+        // SAFETY: valid, writable struct.
+        check(unsafe { sys::fmha_merge_descriptor_init(&mut raw, sys::FMHA_MERGE_DESCRIPTOR_VERSION) })?;
+        Ok(MergeDescriptor { raw })
+    }
+    pub fn from_raw(raw: sys::fmha_merge_descriptor) -> MergeDescriptor {
+        MergeDescriptor { raw }
+    }
+    pub fn as_raw(&self) -> &sys::fmha_merge_descriptor {
+        &self.raw
+    }
+    pub fn as_raw_mut(&mut self) -> &mut sys::fmha_merge_descriptor {
+        &mut self.raw
+    }
+    /// Element type of the parts' O and of the output O.
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.raw.dtype = dtype.raw();
+        self
+    }
+    /// `batch`, `seqlen_q`, `num_heads` and `head_dim` (a multiple of 8, up
+    /// to 512) of every O. Packed (varlen) results are `batch` 1,
+    /// `seqlen_q` = total_q.
+    pub fn shape(mut self, batch: i64, seqlen_q: i64, num_heads: i64, head_dim: i64) -> Self {
+        self.raw.batch = batch;
+        self.raw.seqlen_q = seqlen_q;
+        self.raw.num_heads = num_heads;
+        self.raw.head_dim = head_dim;
+        self
+    }
+    /// 1 to [`MERGE_MAX_PARTS`].
+    pub fn num_parts(mut self, num_parts: i32) -> Self {
+        self.raw.num_parts = num_parts;
+        self
+    }
+    pub fn part_strides(mut self, s: Strides) -> Self {
+        self.raw.part_strides = s;
+        self
+    }
+    pub fn o_strides(mut self, s: Strides) -> Self {
+        self.raw.o_strides = s;
+        self
+    }
+    /// Sets the parts' and the output's strides for contiguous tensors in `layout`.
+    pub fn contiguous(mut self, layout: Layout) -> Result<Self> {
+        let s = strides(layout, self.raw.seqlen_q, self.raw.num_heads, self.raw.head_dim)?;
+        self.raw.part_strides = s;
+        self.raw.o_strides = s;
+        Ok(self)
+    }
+    /// Also write the merged LSE.
+    pub fn write_lse(mut self, on: bool) -> Self {
+        if on {
+            self.raw.flags |= sys::FMHA_FLAG_WRITE_LSE;
+        } else {
+            self.raw.flags &= !sys::FMHA_FLAG_WRITE_LSE;
+        }
+        self
+    }
+    /// CUDA device ordinal used when no context is current on the thread.
+    pub fn device(mut self, device: i32) -> Self {
+        self.raw.device = device;
+        self
+    }
+}
+
+/// Most parts one merge combines (`FMHA_MERGE_MAX_PARTS`).
+pub const MERGE_MAX_PARTS: usize = sys::FMHA_MERGE_MAX_PARTS as usize;
+
+/// A plan that merges partial results (`fmha_create_merge_plan`). Dropping
+/// it calls `fmha_destroy_plan`. Needs no workspace.
+#[derive(Debug)]
+pub struct MergePlan {
+    raw: NonNull<sys::fmha_plan>,
+    num_parts: usize,
+    write_lse: bool,
+}
+
+// SAFETY: as for `Plan`: runs take the plan as `const fmha_plan *` and may
+// be concurrent; the plan is bound to a CUDA context, not to a thread.
+unsafe impl Send for MergePlan {}
+unsafe impl Sync for MergePlan {}
+
+impl MergePlan {
+    /// Validates `desc` and loads the merge kernel (needs the driver).
+    pub fn new(desc: &MergeDescriptor) -> Result<MergePlan> {
+        let mut p: *mut sys::fmha_plan = ptr::null_mut();
+        // SAFETY: valid out pointer and descriptor.
+        check(unsafe { sys::fmha_create_merge_plan(&mut p, &desc.raw) })?;
+        let raw = NonNull::new(p)
+            .ok_or_else(|| Error::new(Status::InternalError, "fmha_create_merge_plan succeeded but returned NULL"))?;
+        Ok(MergePlan {
+            raw,
+            num_parts: desc.raw.num_parts.max(0) as usize,
+            write_lse: desc.raw.flags & sys::FMHA_FLAG_WRITE_LSE != 0,
+        })
+    }
+
+    pub fn as_raw(&self) -> *const sys::fmha_plan {
+        self.raw.as_ptr()
+    }
+
+    /// The number of parts each run combines.
+    pub fn num_parts(&self) -> usize {
+        self.num_parts
+    }
+
+    /// Whether runs write the merged LSE (then `lse` must not be null).
+    pub fn writes_lse(&self) -> bool {
+        self.write_lse
+    }
+
+    /// What the plan loaded ([`PlanInfo::num_splits`] is the part count).
+    pub fn info(&self) -> Result<PlanInfo> {
+        plan_info(self.raw)
+    }
+
+    /// Enqueues the merge on `stream` (asynchronous; never allocates or
+    /// synchronizes; safe inside CUDA graph capture). `o_parts` and
+    /// `lse_parts` must hold exactly [`MergePlan::num_parts`] pointers
+    /// ([`Status::InvalidArgument`] otherwise); they are copied during the
+    /// call. `lse` may be null unless the descriptor asked for it.
+    ///
+    /// # Safety
+    /// * Every pointer is a device pointer of the plan's context addressing
+    ///   a buffer large enough for the descriptor's shapes and strides; O
+    ///   pointers 16-byte aligned, LSE pointers 4-byte aligned.
+    /// * The output may alias a part only if it is that same tensor with
+    ///   the same strides.
+    /// * `stream` is null or a live stream of the plan's context, and the
+    ///   buffers stay allocated (parts unmodified) until the merge completes.
+    pub unsafe fn run(
+        &self,
+        o_parts: &[*const c_void],
+        lse_parts: &[*const f32],
+        o: *mut c_void,
+        lse: *mut f32,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        if o_parts.len() != self.num_parts || lse_parts.len() != self.num_parts {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "this merge plan combines {} parts: got {} O parts and {} LSE parts",
+                    self.num_parts,
+                    o_parts.len(),
+                    lse_parts.len()
+                ),
+            ));
+        }
+        // SAFETY: the slices hold num_parts pointers (checked); the rest is
+        // forwarded from the caller.
+        check(unsafe {
+            sys::fmha_run_merge(self.raw.as_ptr(), o_parts.as_ptr(), lse_parts.as_ptr(), o, lse, stream)
+        })
+    }
+}
+
+impl Drop for MergePlan {
+    fn drop(&mut self) {
+        // SAFETY: we own the plan and nobody can use it after this.
+        unsafe { sys::fmha_destroy_plan(self.raw.as_ptr()) }
+    }
+}
+
 // ====================================================================== tensors
 
 /// Device pointers for one run, initialised through `fmha_tensors_init`.
@@ -666,7 +969,8 @@ impl Tensors {
         Ok(Tensors { raw })
     }
 
-    /// float32 `[batch, num_q_heads, seqlen_q]` log-sum-exp output, required
+    /// float32 `[batch, num_q_heads, seqlen_q]` log-sum-exp output
+    /// (`[num_q_heads, total_q]` with [`Descriptor::varlen_q`]), required
     /// when the descriptor has [`Descriptor::write_lse`].
     pub fn lse(mut self, lse: *mut f32) -> Self {
         self.raw.lse = lse;
@@ -677,6 +981,34 @@ impl Tensors {
     /// has [`Descriptor::sinks`].
     pub fn sinks(mut self, sinks: *const f32) -> Self {
         self.raw.sinks = sinks;
+        self
+    }
+
+    /// int32 `[batch + 1]` query offsets (device), required with
+    /// [`Descriptor::varlen_q`]: sequence b owns rows `cu[b]..cu[b+1]`.
+    pub fn cu_seqlens_q(mut self, cu: *const i32) -> Self {
+        self.raw.cu_seqlens_q = cu;
+        self
+    }
+
+    /// int32 `[batch + 1]` key offsets (device), required with
+    /// [`Descriptor::varlen_k`].
+    pub fn cu_seqlens_k(mut self, cu: *const i32) -> Self {
+        self.raw.cu_seqlens_k = cu;
+        self
+    }
+
+    /// int32 `[batch]` keys used per sequence (device), required with
+    /// [`Descriptor::seqused_k`].
+    pub fn seqused_k(mut self, used: *const i32) -> Self {
+        self.raw.seqused_k = used;
+        self
+    }
+
+    /// int32 `[batch, max_pages_per_seq]` block table (device, row-major),
+    /// required with [`Descriptor::paged_kv`].
+    pub fn block_table(mut self, table: *const i32) -> Self {
+        self.raw.block_table = table;
         self
     }
 

@@ -52,13 +52,20 @@ pub type fmha_kernel_family = c_int;
 pub const FMHA_KERNEL_AUTO: fmha_kernel_family = 0;
 pub const FMHA_KERNEL_PORTABLE: fmha_kernel_family = 1;
 pub const FMHA_KERNEL_HOPPER: fmha_kernel_family = 2;
+pub const FMHA_KERNEL_DECODE: fmha_kernel_family = 3;
 
 pub const FMHA_FLAG_WRITE_LSE: u32 = 0x1;
 pub const FMHA_FLAG_SINKS: u32 = 0x2;
+pub const FMHA_FLAG_VARLEN_Q: u32 = 0x4;
+pub const FMHA_FLAG_VARLEN_K: u32 = 0x8;
+pub const FMHA_FLAG_SEQUSED_K: u32 = 0x10;
+pub const FMHA_FLAG_PAGED_KV: u32 = 0x20;
 
-pub const FMHA_DESCRIPTOR_VERSION: u32 = 2;
-pub const FMHA_PLAN_INFO_VERSION: u32 = 1;
-pub const FMHA_TENSORS_VERSION: u32 = 2;
+pub const FMHA_DESCRIPTOR_VERSION: u32 = 3;
+pub const FMHA_PLAN_INFO_VERSION: u32 = 2;
+pub const FMHA_TENSORS_VERSION: u32 = 3;
+pub const FMHA_MERGE_DESCRIPTOR_VERSION: u32 = 1;
+pub const FMHA_MERGE_MAX_PARTS: i32 = 64;
 
 pub const FMHA_SM_ANY: i32 = 0;
 pub const FMHA_SM_CURRENT_DEVICE: i32 = -1;
@@ -100,6 +107,13 @@ pub struct fmha_descriptor {
     pub window_right: i32,
     pub softcap: f32,
     pub reserved1: i32,
+    // version 3
+    pub total_q: i64,
+    pub total_k: i64,
+    pub num_pages: i64,
+    pub max_pages_per_seq: i64,
+    pub page_size: i32,
+    pub num_splits: i32,
 }
 
 /// Opaque plan handle. Only ever used behind a pointer.
@@ -125,6 +139,9 @@ pub struct fmha_plan_info {
     pub threads_per_cta: i32,
     pub shared_memory_bytes: i32,
     pub workspace_bytes: u64,
+    // version 2
+    pub num_splits: i32,
+    pub reserved0: i32,
 }
 
 /// `struct CUstream_st *`: a CUstream or cudaStream_t, or null.
@@ -142,6 +159,28 @@ pub struct fmha_tensors {
     pub lse: *mut f32,
     // version 2
     pub sinks: *const f32,
+    // version 3: int32 device arrays
+    pub cu_seqlens_q: *const i32,
+    pub cu_seqlens_k: *const i32,
+    pub seqused_k: *const i32,
+    pub block_table: *const i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct fmha_merge_descriptor {
+    pub version: u32,
+    pub dtype: i32,
+    pub batch: i64,
+    pub seqlen_q: i64,
+    pub num_heads: i64,
+    pub head_dim: i64,
+    pub part_strides: fmha_strides,
+    pub o_strides: fmha_strides,
+    pub num_parts: i32,
+    pub flags: u32,
+    pub device: i32,
+    pub reserved0: i32,
 }
 
 #[link(name = "fmha")]
@@ -182,6 +221,26 @@ extern "C" {
         tensors: *const fmha_tensors,
         workspace: *mut c_void,
         workspace_bytes: usize,
+        stream: fmha_stream,
+    ) -> fmha_status;
+
+    pub fn fmha_check_block_table(
+        desc: *const fmha_descriptor,
+        host_block_table: *const i32,
+        host_seqlens_k: *const i32,
+    ) -> fmha_status;
+
+    pub fn fmha_merge_descriptor_init(desc: *mut fmha_merge_descriptor, version: u32) -> fmha_status;
+    pub fn fmha_create_merge_plan(
+        plan: *mut *mut fmha_plan,
+        desc: *const fmha_merge_descriptor,
+    ) -> fmha_status;
+    pub fn fmha_run_merge(
+        plan: *const fmha_plan,
+        o_parts: *const *const c_void,
+        lse_parts: *const *const f32,
+        o: *mut c_void,
+        lse: *mut f32,
         stream: fmha_stream,
     ) -> fmha_status;
 

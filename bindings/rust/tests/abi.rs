@@ -39,7 +39,10 @@ int main(void) {
     OFF(fmha_descriptor, kernel); OFF(fmha_descriptor, device);
     OFF(fmha_descriptor, reserved0); OFF(fmha_descriptor, window_left);
     OFF(fmha_descriptor, window_right); OFF(fmha_descriptor, softcap);
-    OFF(fmha_descriptor, reserved1);
+    OFF(fmha_descriptor, reserved1); OFF(fmha_descriptor, total_q);
+    OFF(fmha_descriptor, total_k); OFF(fmha_descriptor, num_pages);
+    OFF(fmha_descriptor, max_pages_per_seq); OFF(fmha_descriptor, page_size);
+    OFF(fmha_descriptor, num_splits);
 
     SIZE(fmha_plan_info);
     OFF(fmha_plan_info, version); OFF(fmha_plan_info, kernel_family);
@@ -48,11 +51,22 @@ int main(void) {
     OFF(fmha_plan_info, image_is_ptx); OFF(fmha_plan_info, tile_m);
     OFF(fmha_plan_info, tile_n); OFF(fmha_plan_info, threads_per_cta);
     OFF(fmha_plan_info, shared_memory_bytes); OFF(fmha_plan_info, workspace_bytes);
+    OFF(fmha_plan_info, num_splits); OFF(fmha_plan_info, reserved0);
 
     SIZE(fmha_tensors);
     OFF(fmha_tensors, version); OFF(fmha_tensors, reserved0);
     OFF(fmha_tensors, q); OFF(fmha_tensors, k); OFF(fmha_tensors, v);
     OFF(fmha_tensors, o); OFF(fmha_tensors, lse); OFF(fmha_tensors, sinks);
+    OFF(fmha_tensors, cu_seqlens_q); OFF(fmha_tensors, cu_seqlens_k);
+    OFF(fmha_tensors, seqused_k); OFF(fmha_tensors, block_table);
+
+    SIZE(fmha_merge_descriptor);
+    OFF(fmha_merge_descriptor, version); OFF(fmha_merge_descriptor, dtype);
+    OFF(fmha_merge_descriptor, batch); OFF(fmha_merge_descriptor, seqlen_q);
+    OFF(fmha_merge_descriptor, num_heads); OFF(fmha_merge_descriptor, head_dim);
+    OFF(fmha_merge_descriptor, part_strides); OFF(fmha_merge_descriptor, o_strides);
+    OFF(fmha_merge_descriptor, num_parts); OFF(fmha_merge_descriptor, flags);
+    OFF(fmha_merge_descriptor, device); OFF(fmha_merge_descriptor, reserved0);
 
     VAL(FMHA_VERSION_MAJOR); VAL(FMHA_VERSION_MINOR); VAL(FMHA_VERSION_PATCH);
     VAL(FMHA_VERSION_NUMBER);
@@ -66,8 +80,11 @@ int main(void) {
     VAL(FMHA_DTYPE_BF16); VAL(FMHA_DTYPE_FP16);
     VAL(FMHA_MASK_NONE); VAL(FMHA_MASK_CAUSAL_TOP_LEFT); VAL(FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
     VAL(FMHA_KERNEL_AUTO); VAL(FMHA_KERNEL_PORTABLE); VAL(FMHA_KERNEL_HOPPER);
-    VAL(FMHA_FLAG_WRITE_LSE); VAL(FMHA_FLAG_SINKS);
+    VAL(FMHA_KERNEL_DECODE);
+    VAL(FMHA_FLAG_WRITE_LSE); VAL(FMHA_FLAG_SINKS); VAL(FMHA_FLAG_VARLEN_Q);
+    VAL(FMHA_FLAG_VARLEN_K); VAL(FMHA_FLAG_SEQUSED_K); VAL(FMHA_FLAG_PAGED_KV);
     VAL(FMHA_DESCRIPTOR_VERSION); VAL(FMHA_PLAN_INFO_VERSION); VAL(FMHA_TENSORS_VERSION);
+    VAL(FMHA_MERGE_DESCRIPTOR_VERSION); VAL(FMHA_MERGE_MAX_PARTS);
     VAL(FMHA_SM_ANY); VAL(FMHA_SM_CURRENT_DEVICE);
     return 0;
 }
@@ -104,12 +121,18 @@ fn rust_side() -> BTreeMap<String, i64> {
     off!(m, fmha_descriptor, version, dtype, batch, num_q_heads, num_kv_heads, seqlen_q,
          seqlen_k, head_dim, head_dim_v, q_strides, k_strides, v_strides, o_strides,
          softmax_scale, mask, flags, kernel, device, reserved0, window_left, window_right,
-         softcap, reserved1);
+         softcap, reserved1, total_q, total_k, num_pages, max_pages_per_seq, page_size,
+         num_splits);
     size!(m, "fmha_plan_info", fmha_plan_info);
     off!(m, fmha_plan_info, version, kernel_family, kernel_name, device, device_sm, image_sm,
-         image_is_ptx, tile_m, tile_n, threads_per_cta, shared_memory_bytes, workspace_bytes);
+         image_is_ptx, tile_m, tile_n, threads_per_cta, shared_memory_bytes, workspace_bytes,
+         num_splits, reserved0);
     size!(m, "fmha_tensors", fmha_tensors);
-    off!(m, fmha_tensors, version, reserved0, q, k, v, o, lse, sinks);
+    off!(m, fmha_tensors, version, reserved0, q, k, v, o, lse, sinks, cu_seqlens_q, cu_seqlens_k,
+         seqused_k, block_table);
+    size!(m, "fmha_merge_descriptor", fmha_merge_descriptor);
+    off!(m, fmha_merge_descriptor, version, dtype, batch, seqlen_q, num_heads, head_dim,
+         part_strides, o_strides, num_parts, flags, device, reserved0);
     val!(m, FMHA_VERSION_MAJOR, FMHA_VERSION_MINOR, FMHA_VERSION_PATCH, FMHA_VERSION_NUMBER,
          FMHA_STATUS_SUCCESS, FMHA_STATUS_INVALID_ARGUMENT, FMHA_STATUS_NOT_SUPPORTED,
          FMHA_STATUS_VERSION_MISMATCH, FMHA_STATUS_NO_DRIVER, FMHA_STATUS_NO_DEVICE,
@@ -118,9 +141,11 @@ fn rust_side() -> BTreeMap<String, i64> {
          FMHA_STATUS_INTERNAL_ERROR,
          FMHA_DTYPE_BF16, FMHA_DTYPE_FP16,
          FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_CAUSAL_BOTTOM_RIGHT,
-         FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_HOPPER,
-         FMHA_FLAG_WRITE_LSE, FMHA_FLAG_SINKS, FMHA_DESCRIPTOR_VERSION, FMHA_PLAN_INFO_VERSION,
-         FMHA_TENSORS_VERSION, FMHA_SM_ANY, FMHA_SM_CURRENT_DEVICE);
+         FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_HOPPER, FMHA_KERNEL_DECODE,
+         FMHA_FLAG_WRITE_LSE, FMHA_FLAG_SINKS, FMHA_FLAG_VARLEN_Q, FMHA_FLAG_VARLEN_K,
+         FMHA_FLAG_SEQUSED_K, FMHA_FLAG_PAGED_KV, FMHA_DESCRIPTOR_VERSION, FMHA_PLAN_INFO_VERSION,
+         FMHA_TENSORS_VERSION, FMHA_MERGE_DESCRIPTOR_VERSION, FMHA_MERGE_MAX_PARTS,
+         FMHA_SM_ANY, FMHA_SM_CURRENT_DEVICE);
     m
 }
 

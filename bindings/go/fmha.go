@@ -21,6 +21,8 @@ package fmha
 // (device addresses) to unsafe.Pointer.
 static fmha_status fmha_go_run(const fmha_plan *plan, uintptr_t q, uintptr_t k,
                                uintptr_t v, uintptr_t o, uintptr_t lse, uintptr_t sinks,
+                               uintptr_t cu_seqlens_q, uintptr_t cu_seqlens_k,
+                               uintptr_t seqused_k, uintptr_t block_table,
                                uintptr_t workspace, size_t workspace_bytes,
                                uintptr_t stream) {
     fmha_tensors t;
@@ -32,13 +34,32 @@ static fmha_status fmha_go_run(const fmha_plan *plan, uintptr_t q, uintptr_t k,
     t.o = (void *)o;
     t.lse = (float *)lse;
     t.sinks = (const float *)sinks;
+    t.cu_seqlens_q = (const int32_t *)cu_seqlens_q;
+    t.cu_seqlens_k = (const int32_t *)cu_seqlens_k;
+    t.seqused_k = (const int32_t *)seqused_k;
+    t.block_table = (const int32_t *)block_table;
     return fmha_run(plan, &t, (void *)workspace, workspace_bytes,
                     (fmha_stream)stream);
+}
+
+// Converts the parts' device addresses to the pointer arrays of
+// fmha_run_merge (n <= FMHA_MERGE_MAX_PARTS, checked by the caller).
+static fmha_status fmha_go_run_merge(const fmha_plan *plan, const uintptr_t *o_parts,
+                                     const uintptr_t *lse_parts, int n, uintptr_t o,
+                                     uintptr_t lse, uintptr_t stream) {
+    const void *op[FMHA_MERGE_MAX_PARTS];
+    const float *lp[FMHA_MERGE_MAX_PARTS];
+    for (int i = 0; i < n && i < FMHA_MERGE_MAX_PARTS; ++i) {
+        op[i] = (const void *)o_parts[i];
+        lp[i] = (const float *)lse_parts[i];
+    }
+    return fmha_run_merge(plan, op, lp, (void *)o, (float *)lse, (fmha_stream)stream);
 }
 */
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -54,10 +75,14 @@ const (
 
 // Struct versions this package fills in.
 const (
-	DescriptorVersion = 2
-	PlanInfoVersion   = 1
-	TensorsVersion    = 2
+	DescriptorVersion      = 3
+	PlanInfoVersion        = 2
+	TensorsVersion         = 3
+	MergeDescriptorVersion = 1
 )
+
+// MergeMaxParts is the most parts one merge combines (FMHA_MERGE_MAX_PARTS).
+const MergeMaxParts = 64
 
 // Special values of the sm argument of CheckSupport.
 const (
@@ -71,6 +96,23 @@ const FlagWriteLSE uint32 = 0x1
 // FlagSinks in Descriptor.Flags (descriptor version 2) adds a per-head sink
 // logit to each row's softmax denominator; Run then needs Tensors.Sinks.
 const FlagSinks uint32 = 0x2
+
+// Descriptor version 3 flags (the serving forms). Each needs its index array
+// in Tensors; seqlen_q / seqlen_k become maxima.
+const (
+	// FlagVarlenQ: Q and O are packed [TotalQ, heads, dim]; sequence b owns
+	// rows CuSeqlensQ[b] to CuSeqlensQ[b+1]-1. LSE is [NumQHeads, TotalQ].
+	FlagVarlenQ uint32 = 0x4
+	// FlagVarlenK: key counts from Tensors.CuSeqlensK and, without
+	// FlagPagedKV, K/V packed [TotalK, kv_heads, dim].
+	FlagVarlenK uint32 = 0x8
+	// FlagSequsedK: key counts from Tensors.SequsedK (one per sequence).
+	FlagSequsedK uint32 = 0x10
+	// FlagPagedKV: K/V are [NumPages, PageSize, kv_heads, dim] (the batch
+	// stride is the page stride); key j of sequence b is row j%PageSize of
+	// page BlockTable[b*MaxPagesPerSeq + j/PageSize]. See CheckBlockTable.
+	FlagPagedKV uint32 = 0x20
+)
 
 // DType is the element type of Q, K, V and O (fmha_dtype).
 type DType int32
@@ -96,6 +138,9 @@ const (
 	KernelAuto     KernelFamily = 0
 	KernelPortable KernelFamily = 1
 	KernelHopper   KernelFamily = 2
+	// KernelDecode: few query rows per sequence, GQA heads packed in one
+	// tile, split-KV; also head_dim 512.
+	KernelDecode KernelFamily = 3
 )
 
 // Strides mirrors fmha_strides: element strides of one 4-D tensor. Element
@@ -139,6 +184,13 @@ type Descriptor struct {
 	WindowRight int32   // keys more than this after the diagonal are masked; -1: unbounded
 	Softcap     float32 // > 0: scores become Softcap*tanh(score/Softcap)
 	Reserved1   int32   // must be 0
+	// Version 3 (each must stay 0 without its flag).
+	TotalQ         int64 // FlagVarlenQ: rows of the packed Q and O
+	TotalK         int64 // FlagVarlenK without FlagPagedKV: rows of the packed K and V
+	NumPages       int64 // FlagPagedKV: pages in the K and V caches
+	MaxPagesPerSeq int64 // FlagPagedKV: columns of the block table
+	PageSize       int32 // FlagPagedKV: key rows per page
+	NumSplits      int32 // split-KV parts: 0 automatic, 1 off, 2..128 exactly
 }
 
 // Layout names a contiguous memory order for SetContiguous.
@@ -194,24 +246,36 @@ func ContiguousStrides(layout Layout, seqlen, nheads, headDim int64) (Strides, e
 
 // SetContiguous sets all four tensors' strides for contiguous tensors in
 // layout, from the sequence lengths, head counts and head dims already set.
+// Rows are counted as the library addresses them: TotalQ for packed Q/O
+// (FlagVarlenQ), PageSize per page for paged K/V, TotalK for packed K/V;
+// so set the flags and those fields first.
 func (d *Descriptor) SetContiguous(layout Layout) error {
 	dv := d.HeadDimV
 	if dv == 0 {
 		dv = d.HeadDim
 	}
-	q, err := ContiguousStrides(layout, d.SeqlenQ, d.NumQHeads, d.HeadDim)
+	qRows, kRows := d.SeqlenQ, d.SeqlenK
+	if d.Flags&FlagVarlenQ != 0 {
+		qRows = d.TotalQ
+	}
+	if d.Flags&FlagPagedKV != 0 {
+		kRows = int64(d.PageSize)
+	} else if d.Flags&FlagVarlenK != 0 {
+		kRows = d.TotalK
+	}
+	q, err := ContiguousStrides(layout, qRows, d.NumQHeads, d.HeadDim)
 	if err != nil {
 		return err
 	}
-	k, err := ContiguousStrides(layout, d.SeqlenK, d.NumKVHeads, d.HeadDim)
+	k, err := ContiguousStrides(layout, kRows, d.NumKVHeads, d.HeadDim)
 	if err != nil {
 		return err
 	}
-	v, err := ContiguousStrides(layout, d.SeqlenK, d.NumKVHeads, dv)
+	v, err := ContiguousStrides(layout, kRows, d.NumKVHeads, dv)
 	if err != nil {
 		return err
 	}
-	o, err := ContiguousStrides(layout, d.SeqlenQ, d.NumQHeads, dv)
+	o, err := ContiguousStrides(layout, qRows, d.NumQHeads, dv)
 	if err != nil {
 		return err
 	}
@@ -270,13 +334,19 @@ type DevicePtr uintptr
 // Stream is a CUstream or cudaStream_t handle; 0 is the legacy default stream.
 type Stream uintptr
 
-// Tensors holds the device pointers of one run. All must be 16-byte aligned.
-// LSE (float32 [batch, num_q_heads, seqlen_q]) is needed only with
-// FlagWriteLSE.
+// Tensors holds the device pointers of one run. Q, K, V and O must be
+// 16-byte aligned, the others 4-byte aligned. LSE (float32 [batch,
+// num_q_heads, seqlen_q]; [num_q_heads, total_q] with FlagVarlenQ) is needed
+// only with FlagWriteLSE.
 type Tensors struct {
 	Q, K, V, O, LSE DevicePtr
 	// Sinks: float32 [NumQHeads] sink logits, required with FlagSinks.
 	Sinks DevicePtr
+	// Index arrays (int32, device), each required exactly with its flag:
+	CuSeqlensQ DevicePtr // [batch+1] query offsets: FlagVarlenQ
+	CuSeqlensK DevicePtr // [batch+1] key offsets: FlagVarlenK
+	SequsedK   DevicePtr // [batch] keys used per sequence: FlagSequsedK
+	BlockTable DevicePtr // [batch, MaxPagesPerSeq] row-major page indices: FlagPagedKV
 }
 
 // PlanInfo says what a plan chose (fmha_plan_info).
@@ -292,6 +362,9 @@ type PlanInfo struct {
 	ThreadsPerCTA     int
 	SharedMemoryBytes int
 	WorkspaceBytes    uint64
+	// NumSplits: split-KV parts per (sequence, head), 1 = none; for a merge
+	// plan, the number of parts.
+	NumSplits int
 }
 
 // Plan is a validated problem bound to a CUDA context and a kernel. One
@@ -352,15 +425,23 @@ func (p *Plan) Info() (PlanInfo, error) {
 	if p.p == nil {
 		return PlanInfo{}, errClosed
 	}
+	return planInfo(p.p)
+}
+
+func planInfo(p *C.fmha_plan) (PlanInfo, error) {
 	var ci C.fmha_plan_info
 	err := call(func() C.fmha_status {
 		if s := C.fmha_plan_info_init(&ci, PlanInfoVersion); s != C.FMHA_STATUS_SUCCESS {
 			return s
 		}
-		return C.fmha_plan_get_info(p.p, &ci)
+		return C.fmha_plan_get_info(p, &ci)
 	})
 	if err != nil {
 		return PlanInfo{}, err
+	}
+	splits := int(ci.num_splits)
+	if splits < 1 {
+		splits = 1
 	}
 	return PlanInfo{
 		KernelFamily:      KernelFamily(ci.kernel_family),
@@ -374,6 +455,7 @@ func (p *Plan) Info() (PlanInfo, error) {
 		ThreadsPerCTA:     int(ci.threads_per_cta),
 		SharedMemoryBytes: int(ci.shared_memory_bytes),
 		WorkspaceBytes:    uint64(ci.workspace_bytes),
+		NumSplits:         splits,
 	}, nil
 }
 
@@ -392,7 +474,168 @@ func (p *Plan) Run(t Tensors, workspace DevicePtr, workspaceBytes uint64, stream
 	}
 	return call(func() C.fmha_status {
 		return C.fmha_go_run(p.p, C.uintptr_t(t.Q), C.uintptr_t(t.K), C.uintptr_t(t.V),
-			C.uintptr_t(t.O), C.uintptr_t(t.LSE), C.uintptr_t(t.Sinks), C.uintptr_t(workspace),
+			C.uintptr_t(t.O), C.uintptr_t(t.LSE), C.uintptr_t(t.Sinks),
+			C.uintptr_t(t.CuSeqlensQ), C.uintptr_t(t.CuSeqlensK), C.uintptr_t(t.SequsedK),
+			C.uintptr_t(t.BlockTable), C.uintptr_t(workspace),
 			C.size_t(workspaceBytes), C.uintptr_t(stream))
+	})
+}
+
+// CheckBlockTable checks a host copy of a paged-KV block table against d
+// (which must set FlagPagedKV): every entry a sequence's keys use must lie in
+// [0, NumPages); the kernels would clamp a bad entry (no fault, but a wrong
+// result). seqlensK gives each sequence's key count (nil: SeqlenK for all).
+// table is row-major [Batch, MaxPagesPerSeq]; short slices are refused with
+// ErrInvalidArgument before the library reads them. Pure host code: no
+// driver needed. The library's message names the first bad entry as
+// block_table[b][i].
+func CheckBlockTable(d *Descriptor, table []int32, seqlensK []int32) error {
+	if d.Flags&FlagPagedKV != 0 && d.Batch > 0 && d.MaxPagesPerSeq > 0 {
+		if d.MaxPagesPerSeq > int64(len(table))/d.Batch { // i.e. len(table) < Batch*MaxPagesPerSeq, without overflow
+			return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+				"block_table has %d entries: the descriptor needs batch x max_pages_per_seq = %d x %d",
+				len(table), d.Batch, d.MaxPagesPerSeq)}
+		}
+		if seqlensK != nil && int64(len(seqlensK)) < d.Batch {
+			return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+				"seqlens_k has %d entries: the descriptor's batch is %d", len(seqlensK), d.Batch)}
+		}
+	}
+	var tp, lp *C.int32_t
+	if len(table) > 0 {
+		tp = (*C.int32_t)(unsafe.Pointer(&table[0]))
+	}
+	if len(seqlensK) > 0 {
+		lp = (*C.int32_t)(unsafe.Pointer(&seqlensK[0]))
+	}
+	err := call(func() C.fmha_status { return C.fmha_check_block_table(d.c(), tp, lp) })
+	runtime.KeepAlive(table)
+	runtime.KeepAlive(seqlensK)
+	return err
+}
+
+// MergeDescriptor mirrors fmha_merge_descriptor field for field. Create it
+// with NewMergeDescriptor. NumParts partial results O [Batch, SeqlenQ,
+// NumHeads, HeadDim] (strides PartStrides) over disjoint key sets, each with
+// its float32 LSE [Batch, NumHeads, SeqlenQ] (contiguous, as Run writes it
+// with FlagWriteLSE), combine into the exact attention over the union:
+// O = sum_p exp(LSE_p - LSE) O_p, LSE = log sum_p exp(LSE_p). Packed
+// (varlen) results are Batch 1, SeqlenQ = total_q.
+type MergeDescriptor struct {
+	Version     uint32
+	DType       DType
+	Batch       int64
+	SeqlenQ     int64
+	NumHeads    int64
+	HeadDim     int64 // a multiple of 8, from 8 to 512
+	PartStrides Strides
+	OStrides    Strides
+	NumParts    int32  // 1 to MergeMaxParts
+	Flags       uint32 // FlagWriteLSE: also write the merged LSE
+	Device      int32  // CUDA ordinal used when no context is current
+	Reserved0   int32  // must be 0
+}
+
+func (d *MergeDescriptor) c() *C.fmha_merge_descriptor {
+	return (*C.fmha_merge_descriptor)(unsafe.Pointer(d))
+}
+
+// NewMergeDescriptor returns a merge descriptor filled by
+// fmha_merge_descriptor_init (BF16, strides 0 except Dim 1, device 0).
+func NewMergeDescriptor() (*MergeDescriptor, error) {
+	d := new(MergeDescriptor)
+	if err := call(func() C.fmha_status {
+		return C.fmha_merge_descriptor_init(d.c(), MergeDescriptorVersion)
+	}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// SetContiguous sets the parts' and the output's strides for contiguous
+// tensors in layout.
+func (d *MergeDescriptor) SetContiguous(layout Layout) error {
+	s, err := ContiguousStrides(layout, d.SeqlenQ, d.NumHeads, d.HeadDim)
+	if err != nil {
+		return err
+	}
+	d.PartStrides, d.OStrides = s, s
+	return nil
+}
+
+// MergePlan merges partial results (fmha_create_merge_plan). It needs no
+// workspace, may be run from several goroutines at once, and is released by
+// Close (or a finalizer).
+type MergePlan struct {
+	mu       sync.RWMutex
+	p        *C.fmha_plan
+	numParts int
+}
+
+// NewMergePlan validates d and loads the merge kernel (needs the driver:
+// ErrNoDriver otherwise).
+func NewMergePlan(d *MergeDescriptor) (*MergePlan, error) {
+	var p *C.fmha_plan
+	if err := call(func() C.fmha_status { return C.fmha_create_merge_plan(&p, d.c()) }); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, &Error{Status: StatusInternalError, Message: "fmha_create_merge_plan succeeded but returned NULL"}
+	}
+	mp := &MergePlan{p: p, numParts: int(d.NumParts)}
+	runtime.SetFinalizer(mp, (*MergePlan).Close)
+	return mp, nil
+}
+
+// Close releases the plan; safe to call more than once.
+func (m *MergePlan) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.p != nil {
+		C.fmha_destroy_plan(m.p)
+		m.p = nil
+		runtime.SetFinalizer(m, nil)
+	}
+	return nil
+}
+
+// NumParts returns how many parts each Run combines.
+func (m *MergePlan) NumParts() int { return m.numParts }
+
+// Info returns what the plan loaded (NumSplits is the part count).
+func (m *MergePlan) Info() (PlanInfo, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.p == nil {
+		return PlanInfo{}, errClosed
+	}
+	return planInfo(m.p)
+}
+
+// Run enqueues the merge on stream; it never allocates or synchronizes.
+// oParts and lseParts must hold exactly NumParts() device addresses (O
+// 16-byte aligned, LSE 4-byte aligned); lse may be 0 unless the descriptor
+// set FlagWriteLSE. The output may alias a part only if it is that same
+// tensor with the same strides. The buffers must stay valid until the work
+// on stream completes.
+func (m *MergePlan) Run(oParts, lseParts []DevicePtr, o, lse DevicePtr, stream Stream) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.p == nil {
+		return errClosed
+	}
+	if len(oParts) != m.numParts || len(lseParts) != m.numParts || m.numParts > MergeMaxParts {
+		return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+			"fmha: this merge plan combines %d parts: got %d O parts and %d LSE parts",
+			m.numParts, len(oParts), len(lseParts))}
+	}
+	op := make([]C.uintptr_t, m.numParts)
+	lp := make([]C.uintptr_t, m.numParts)
+	for i := range oParts {
+		op[i], lp[i] = C.uintptr_t(oParts[i]), C.uintptr_t(lseParts[i])
+	}
+	return call(func() C.fmha_status {
+		return C.fmha_go_run_merge(m.p, &op[0], &lp[0], C.int(m.numParts), C.uintptr_t(o),
+			C.uintptr_t(lse), C.uintptr_t(stream))
 	})
 }

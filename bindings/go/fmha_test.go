@@ -273,6 +273,7 @@ func TestDescriptorHasNoGoPointers(t *testing.T) {
 		}
 	}
 	check(reflect.TypeOf(Descriptor{}))
+	check(reflect.TypeOf(MergeDescriptor{}))
 }
 
 func TestWindowSoftcapSinks(t *testing.T) {
@@ -284,13 +285,222 @@ func TestWindowSoftcapSinks(t *testing.T) {
 		t.Fatalf("window/softcap/sinks rejected: %v", err)
 	}
 	d.Kernel = KernelHopper
-	if err := CheckSupport(d, 90); !errors.Is(err, ErrNotSupported) {
+	err := CheckSupport(d, 90)
+	hasSM90 := false
+	for _, a := range EmbeddedArchs() {
+		hasSM90 = hasSM90 || a == 90
+	}
+	// A build without sm_90a cubins has no Hopper kernel to ask.
+	if !errors.Is(err, ErrNotSupported) && (hasSM90 || !errors.Is(err, ErrNoKernelImage)) {
 		t.Fatalf("the Hopper kernel should decline them, got %v", err)
 	}
 	d.Kernel = KernelAuto
 	d.WindowLeft = -2
-	err := CheckSupport(d, SMAny)
+	err = CheckSupport(d, SMAny)
 	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "window_left") {
 		t.Fatalf("window_left -2: got %v", err)
+	}
+}
+
+// pagedDecode is a decode problem over a paged cache: 3 sequences of up to
+// 16 pages of 16 keys, one query row each, GQA 32/8.
+func pagedDecode(t *testing.T) *Descriptor {
+	t.Helper()
+	d, err := NewDescriptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 3, 32, 8, 1, 256, 128
+	d.Mask = MaskCausalBottomRight
+	d.Flags |= FlagPagedKV | FlagSequsedK
+	d.NumPages, d.PageSize, d.MaxPagesPerSeq = 40, 16, 16
+	if err := d.SetContiguous(LayoutBSHD); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestVersion3DefaultsAndDecodeKernel(t *testing.T) {
+	d, err := NewDescriptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Version != 3 || d.TotalQ != 0 || d.TotalK != 0 || d.NumPages != 0 || d.MaxPagesPerSeq != 0 ||
+		d.PageSize != 0 || d.NumSplits != 0 {
+		t.Fatalf("version-3 defaults: %+v", *d)
+	}
+	v := valid(t)
+	v.Kernel, v.NumSplits = KernelDecode, 8
+	if err := CheckSupport(v, SMAny); err != nil {
+		t.Fatalf("decode kernel with 8 splits: %v", err)
+	}
+	v = valid(t)
+	v.HeadDim = 512
+	if err := v.SetContiguous(LayoutBSHD); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSupport(v, SMAny); err != nil {
+		t.Fatalf("head_dim 512: %v", err)
+	}
+}
+
+func TestPagedAndVarlenDescriptors(t *testing.T) {
+	d := pagedDecode(t)
+	if d.KStrides != (Strides{Batch: 16 * 8 * 128, Seq: 8 * 128, Head: 128, Dim: 1}) {
+		t.Fatalf("paged K strides %+v: the batch stride must be the page stride", d.KStrides)
+	}
+	if err := CheckSupport(d, SMAny); err != nil {
+		t.Fatalf("paged decode rejected: %v", err)
+	}
+	d.NumSplits = 4
+	if err := CheckSupport(d, 80); err != nil {
+		t.Fatalf("paged decode with 4 splits rejected: %v", err)
+	}
+
+	v, err := NewDescriptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Batch, v.NumQHeads, v.NumKVHeads, v.SeqlenQ, v.SeqlenK, v.HeadDim = 4, 8, 2, 300, 513, 64
+	v.Flags |= FlagVarlenQ | FlagVarlenK | FlagWriteLSE
+	v.TotalQ, v.TotalK = 1000, 2000
+	v.Mask = MaskCausalTopLeft
+	if err := v.SetContiguous(LayoutBSHD); err != nil {
+		t.Fatal(err)
+	}
+	if v.QStrides != (Strides{Batch: 1000 * 8 * 64, Seq: 8 * 64, Head: 64, Dim: 1}) {
+		t.Fatalf("packed Q strides %+v", v.QStrides)
+	}
+	if err := CheckSupport(v, SMAny); err != nil {
+		t.Fatalf("varlen rejected: %v", err)
+	}
+}
+
+func TestVersion3RulesNameTheField(t *testing.T) {
+	cases := []struct {
+		field string
+		set   func(d *Descriptor)
+	}{
+		{"total_q", func(d *Descriptor) { d.TotalQ = 5 }},
+		{"num_splits", func(d *Descriptor) { d.NumSplits = 129 }},
+		{"page_size", func(d *Descriptor) { d.PageSize = 16 }},
+	}
+	for _, c := range cases {
+		d := valid(t)
+		c.set(d)
+		err := CheckSupport(d, SMAny)
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: got %v", c.field, err)
+		}
+	}
+	d := pagedDecode(t)
+	d.MaxPagesPerSeq = 8 // 128 keys < seqlen_k 256
+	if err := CheckSupport(d, SMAny); !strings.Contains(fmt.Sprint(err), "max_pages_per_seq") {
+		t.Errorf("max_pages_per_seq: got %v", err)
+	}
+}
+
+func TestCheckBlockTable(t *testing.T) {
+	d := pagedDecode(t)
+	table := make([]int32, 48)
+	for i := range table {
+		table[i] = int32(i % 40)
+	}
+	if err := CheckBlockTable(d, table, nil); err != nil {
+		t.Fatalf("valid table: %v", err)
+	}
+	if err := CheckBlockTable(d, table, []int32{256, 0, 17}); err != nil {
+		t.Fatalf("valid table with lengths: %v", err)
+	}
+	table[16+3] = 40 // sequence 1, page 3: keys 48..63
+	err := CheckBlockTable(d, table, nil)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "block_table[1][3]") {
+		t.Fatalf("bad entry: got %v", err)
+	}
+	if err := CheckBlockTable(d, table, []int32{256, 48, 17}); err != nil {
+		t.Fatalf("page 3 of sequence 1 is unused with 48 keys: %v", err)
+	}
+	if err := CheckBlockTable(d, table, []int32{257, 0, 0}); !strings.Contains(fmt.Sprint(err), "seqlens_k") {
+		t.Fatalf("too many keys: got %v", err)
+	}
+	// Short slices are refused before the library reads them.
+	if err := CheckBlockTable(d, table[:47], nil); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "47 entries") {
+		t.Fatalf("short table: got %v", err)
+	}
+	if err := CheckBlockTable(d, table, []int32{1, 2}); !strings.Contains(fmt.Sprint(err), "batch is 3") {
+		t.Fatalf("short lengths: got %v", err)
+	}
+	if err := CheckBlockTable(valid(t), nil, nil); !strings.Contains(fmt.Sprint(err), "FMHA_FLAG_PAGED_KV") {
+		t.Fatalf("dense descriptor: got %v", err)
+	}
+}
+
+func merge3(t *testing.T) *MergeDescriptor {
+	t.Helper()
+	m, err := NewMergeDescriptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.DType = FP16
+	m.Batch, m.SeqlenQ, m.NumHeads, m.HeadDim, m.NumParts = 2, 5, 8, 64, 3
+	m.Flags |= FlagWriteLSE
+	if err := m.SetContiguous(LayoutBSHD); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestMergeDescriptor(t *testing.T) {
+	m, err := NewMergeDescriptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version != MergeDescriptorVersion || m.DType != BF16 || m.Flags != 0 || m.Device != 0 ||
+		m.PartStrides != (Strides{Dim: 1}) || m.OStrides != (Strides{Dim: 1}) {
+		t.Fatalf("merge defaults: %+v", *m)
+	}
+	m = merge3(t)
+	if m.OStrides != (Strides{Batch: 5 * 8 * 64, Seq: 8 * 64, Head: 64, Dim: 1}) || m.PartStrides != m.OStrides {
+		t.Fatalf("merge strides: %+v", *m)
+	}
+}
+
+func TestMergePlanValidationAndDriver(t *testing.T) {
+	cases := []struct {
+		word string
+		set  func(m *MergeDescriptor)
+	}{
+		{"num_parts", func(m *MergeDescriptor) { m.NumParts = 0 }},
+		{"num_parts", func(m *MergeDescriptor) { m.NumParts = MergeMaxParts + 1 }},
+		{"head_dim", func(m *MergeDescriptor) { m.HeadDim = 12 }},
+		{"batch", func(m *MergeDescriptor) { m.Batch = 0 }},
+	}
+	for _, c := range cases {
+		m := merge3(t)
+		c.set(m)
+		p, err := NewMergePlan(m)
+		if p != nil || !strings.Contains(fmt.Sprint(err), c.word) {
+			t.Errorf("%s: got %v, %v", c.word, p, err)
+		}
+	}
+	if v, err := DriverVersion(); !errors.Is(err, ErrNoDriver) {
+		t.Skipf("a CUDA driver is present (version %d, err %v): NoDriver path not testable", v, err)
+	}
+	if p, err := NewMergePlan(merge3(t)); p != nil || !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("want nil plan and ErrNoDriver, got %v, %v", p, err)
+	}
+}
+
+func TestClosedMergePlan(t *testing.T) {
+	m := &MergePlan{numParts: 2}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run([]DevicePtr{16, 32}, []DevicePtr{4, 8}, 64, 0, 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("closed merge plan: %v", err)
+	}
+	if _, err := m.Info(); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("closed merge plan: %v", err)
 	}
 }

@@ -1217,3 +1217,71 @@ TEST_CASE("serving support: merge references", "[cpu][support][serving]") {
         CHECK(r.lse[2] < 0);
     }
 }
+
+TEST_CASE("serving support: every case of the GPU suites is a valid problem",
+          "[cpu][support][serving]") {
+    ForceKernelEnv env;
+    const struct {
+        const char *name;
+        std::vector<ServingCase> cases;
+    } suites[] = {{"varlen", varlen_suite()},   {"paged", paged_suite()},
+                  {"decode", decode_suite()},   {"split", split_suite()},
+                  {"features", feature_suite()}, {"sanitize", sanitize_suite()}};
+    const bool sm80 = embeds(80);
+    double total_work = 0;
+    int n = 0;
+    for (const auto &suite : suites) {
+        CHECK_FALSE(suite.cases.empty());
+        double work = 0;
+        for (const ServingCase &c : suite.cases) {
+            INFO(suite.name << ": " << c.name());
+            ServingHost host(c, /*with_inputs=*/false);  // throws on an inconsistent case
+            work += c.reference_work();
+            ++n;
+            std::vector<int32_t> splits = {c.num_splits};
+            if (std::string(suite.name) == "split") splits = split_counts();
+            for (int32_t s : splits)
+                for (fmha_kernel_family k :
+                     {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE}) {
+                    const fmha_descriptor d = host.descriptor(k, s);
+                    INFO("kernel " << family_name(k) << ", num_splits " << s);
+                    expect_valid(d);
+                    if (!sm80) continue;
+                    const fmha_status st = fmha_check_support(&d, 80);
+                    INFO("sm_80: " << status_name(st) << ": " << fmha_last_error_message());
+                    if (documented_unsupported(d)) CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
+                    else CHECK(st == FMHA_STATUS_SUCCESS);
+                }
+            if (c.keys == KeyLayout::PAGED) {
+                std::vector<int32_t> lens;
+                for (int64_t b = 0; b < c.batch(); ++b) lens.push_back(int32_t(c.eff_k(b)));
+                const fmha_descriptor d = host.descriptor();
+                FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS,
+                                  fmha_check_block_table(&d, host.host_block_table().data(), lens.data()));
+            }
+        }
+        std::printf("serving suite %s: %zu cases, reference work %.3g\n", suite.name,
+                    suite.cases.size(), work);
+        total_work += work;
+    }
+    // The float64 and same-precision references of every case (each computed
+    // once per case, not per kernel family) must stay affordable: about 1e9
+    // of these units per second per core.
+    std::printf("serving suites: %d cases, reference work %.3g\n", n, total_work);
+    CHECK(total_work < 2.5e10);
+}
+
+TEST_CASE("serving support: the sanitizer cases' expected outputs pass compare()",
+          "[cpu][support][serving]") {
+    for (const ServingCase &c : sanitize_suite()) {
+        INFO(c.name());
+        ServingHost host(c);
+        const Comparison cmp = host.compare(host.expected_outputs());
+        INFO(cmp.detail);
+        CHECK(cmp.o_ok);
+        CHECK(cmp.lse_ok);
+        CHECK(cmp.all_written);
+        CHECK(cmp.gaps_untouched);
+        CHECK(cmp.masked_rows_ok);
+    }
+}

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "fmha_test/half.h"
+#include "fmha_test/random.h"
 
 namespace fmha_test {
 
@@ -175,7 +176,8 @@ std::string ServingCase::name() const {
 
 // ---- ServingHost -------------------------------------------------------------
 
-ServingHost::ServingHost(const ServingCase &c) : case_(c) {
+ServingHost::ServingHost(const ServingCase &c, bool with_inputs)
+    : case_(c), with_inputs_(with_inputs) {
     c.check();
     const int64_t B = c.batch(), Hq = c.num_q_heads, Hkv = c.num_kv_heads, D = c.head_dim;
     // Q and O.
@@ -232,6 +234,7 @@ ServingHost::ServingHost(const ServingCase &c) : case_(c) {
         break;
     }
     }
+    if (!with_inputs) return;
     // Inputs: NaN everywhere, random values at the elements a run reads.
     std::normal_distribution<float> normal(0.0f, 1.0f);
     hq_.assign(q_layout.alloc_elems, kGuard16);
@@ -366,6 +369,7 @@ void parallel_for(int64_t jobs, Fn fn) {
 }  // namespace
 
 void ServingHost::compute_references() {
+    if (!with_inputs_) throw std::logic_error("ServingHost: references of a case built without inputs");
     const ServingCase &c = case_;
     const int64_t B = c.batch(), Hq = c.num_q_heads, Hkv = c.num_kv_heads, D = c.head_dim;
     const int64_t group = Hq / Hkv, rows = q_rows();
@@ -887,6 +891,439 @@ ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num
         if (r.error.empty()) r.error = std::string("test harness: ") + e.what();
     }
     return r;
+}
+
+// ---- the GPU suites' cases ---------------------------------------------------
+
+namespace {
+
+const fmha_dtype kDtypes[] = {FMHA_DTYPE_BF16, FMHA_DTYPE_FP16};
+const Layout kLayouts[] = {Layout::BSHD, Layout::BHSD, Layout::SLICED};
+
+std::vector<int32_t> rotated(std::vector<int32_t> v, size_t by) {
+    std::rotate(v.begin(), v.begin() + long(by % v.size()), v.end());
+    return v;
+}
+
+// Seeds each case from base_seed() and its suite's first index.
+std::vector<ServingCase> seeded(std::vector<ServingCase> v, uint64_t first) {
+    for (size_t i = 0; i < v.size(); ++i) v[i].seed = case_seed(base_seed(), first + i);
+    return v;
+}
+
+ServingCase shape(fmha_dtype dt, int64_t hd, int64_t hq, int64_t hkv) {
+    ServingCase c;
+    c.dtype = dt;
+    c.head_dim = hd;
+    c.num_q_heads = hq;
+    c.num_kv_heads = hkv;
+    return c;
+}
+
+}  // namespace
+
+std::vector<ServingCase> varlen_suite() {
+    std::vector<ServingCase> v;
+    // Pairs (rows, keys) mixing every length of {0, 1, 2, 17, 1000, 4097}:
+    // empty sequences, rows without keys, one key, more keys than rows and fewer.
+    const std::vector<int32_t> aq = {17, 0, 1000, 1, 2, 17, 1, 2, 0, 17, 1000};
+    const std::vector<int32_t> ak = {17, 1000, 1000, 4097, 2, 0, 1, 17, 0, 1000, 17};
+    // One 4097 x 4097 sequence (causal only, to keep the reference affordable).
+    const std::vector<int32_t> bq = {4097, 2, 17, 0, 1};
+    const std::vector<int32_t> bk = {4097, 1, 4097, 17, 1000};
+    struct V {
+        fmha_dtype dt;
+        int64_t hd, hq, hkv;
+        fmha_mask mask;
+        Layout layout;
+        std::vector<int32_t> q, k;
+        int64_t extra_rows;
+        float scale;
+    } packed[] = {
+        {FMHA_DTYPE_BF16, 128, 4, 2, FMHA_MASK_NONE, Layout::BSHD, aq, ak, 7, 0},
+        {FMHA_DTYPE_FP16, 128, 4, 1, FMHA_MASK_CAUSAL_TOP_LEFT, Layout::BHSD, rotated(aq, 3),
+         rotated(ak, 3), 1, 0},
+        {FMHA_DTYPE_BF16, 64, 4, 4, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, Layout::SLICED,
+         rotated(aq, 5), rotated(ak, 5), 0, 0},
+        {FMHA_DTYPE_FP16, 64, 4, 2, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, Layout::BSHD, rotated(aq, 8),
+         rotated(ak, 8), 16, 0.3f},
+        {FMHA_DTYPE_FP16, 64, 2, 1, FMHA_MASK_CAUSAL_TOP_LEFT, Layout::BSHD, bq, bk, 3, 0},
+        {FMHA_DTYPE_BF16, 64, 2, 2, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, Layout::BHSD, rotated(bq, 2),
+         rotated(bk, 2), 0, 0},
+    };
+    for (const V &x : packed) {
+        ServingCase c = shape(x.dt, x.hd, x.hq, x.hkv);
+        c.mask = x.mask;
+        c.layout = x.layout;
+        c.varlen_q = true;
+        c.q_lens = x.q;
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = x.k;
+        c.extra_q_rows = x.extra_rows;
+        c.softmax_scale = x.scale;
+        v.push_back(c);
+    }
+    {  // varlen Q over a dense K [6, 1000]
+        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 4, 2);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.varlen_q = true;
+        c.q_lens = {0, 1, 2, 17, 1000, 17};
+        c.k_lens.assign(6, 1000);
+        c.extra_q_rows = 5;
+        v.push_back(c);
+    }
+    for (fmha_mask m : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_BOTTOM_RIGHT}) {
+        // dense Q [6, 17] over packed K (bottom-right: rows without keys)
+        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 4, 1);
+        c.q_lens.assign(6, 17);
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {0, 1, 2, 17, 1000, 4097};
+        c.layout = Layout::SLICED;
+        c.softmax_scale = 0.3f;
+        c.mask = m;
+        v.push_back(c);
+    }
+    // Lengths past seqlen_q / seqlen_k: fmha.h computes only the first
+    // seqlen_q rows and uses only the first seqlen_k keys. (Under
+    // BOTTOM_RIGHT the alignment of a clamped sequence is not specified:
+    // TOP_LEFT and NONE only.) Rows past seqlen_q are not checked.
+    for (fmha_mask m : {FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_NONE}) {
+        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 2, 2);
+        c.varlen_q = true;
+        c.q_lens = {20, 3, 16, 40};
+        c.seqlen_q = 16;
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {150, 40, 100, 7};
+        c.seqlen_k = 100;
+        c.mask = m;
+        v.push_back(c);
+    }
+    {  // seqused_k above seqlen_k is clamped to it
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 4, 2);
+        c.q_lens.assign(3, 5);
+        c.k_lens.assign(3, 64);
+        c.seqused = {70, 10, 64};
+        v.push_back(c);
+    }
+    return seeded(v, 20000);
+}
+
+std::vector<ServingCase> paged_suite() {
+    std::vector<ServingCase> v;
+    const int32_t page_sizes[] = {1, 16, 32, 64, 128, 256};
+    int n = 0;
+    for (int32_t ps : page_sizes) {
+        std::mt19937_64 rng(case_seed(base_seed(), 21500 + uint64_t(ps)));
+        {  // decode-like rows, lengths from seqused_k, a few NaN keys past them
+            ServingCase c = shape(kDtypes[n % 2], 128, 8, 2);
+            c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+            c.varlen_q = true;
+            c.q_lens = rotated({1, 4, 17, 0, 33, 1}, size_t(n));
+            c.keys = KeyLayout::PAGED;
+            c.page_size = ps;
+            c.seqused = rotated({1500, 0, 777, 64, 2000, 1}, size_t(n));
+            for (int32_t u : c.seqused) c.k_lens.push_back(u + int32_t(rng() % uint64_t(2 * ps + 1)));
+            c.layout = n % 2 ? Layout::BHSD : Layout::BSHD;  // BHSD: [page, head, row, dim]
+            c.extra_pages = 5;
+            v.push_back(c);
+        }
+        {  // key counts from cu_seqlens_k (no seqused), a sliding window
+            ServingCase c = shape(kDtypes[(n + 1) % 2], 64, 4, 1);
+            c.mask = n % 2 ? FMHA_MASK_CAUSAL_BOTTOM_RIGHT : FMHA_MASK_NONE;
+            c.window_left = 64;
+            c.window_right = n % 2 ? -1 : 16;
+            c.varlen_q = true;
+            c.q_lens = rotated({17, 1, 100, 1, 0}, size_t(n));
+            c.keys = KeyLayout::PAGED;
+            c.cu_seqlens_k = true;
+            c.page_size = ps;
+            c.k_lens = rotated({300, 17, 1000, 1, 5}, size_t(n));
+            c.layout = kLayouts[n % 3];
+            c.extra_q_rows = 2;
+            v.push_back(c);
+        }
+        ++n;
+    }
+    {  // chunked prefill over a paged cache
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 4, 1);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.varlen_q = true;
+        c.q_lens = {1000, 64};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.seqused = {3000, 64};
+        c.k_lens = {3010, 70};
+        v.push_back(c);
+    }
+    {  // dense Q, no seqused, no cu_seqlens_k: seqlen_k keys for every sequence
+        ServingCase c = shape(FMHA_DTYPE_FP16, 256, 8, 8);
+        c.q_lens.assign(3, 4);
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 32;
+        c.k_lens.assign(3, 500);
+        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+        v.push_back(c);
+    }
+    return seeded(v, 21000);
+}
+
+std::vector<ServingCase> decode_suite() {
+    std::vector<ServingCase> v;
+    const int64_t Ts[] = {1, 4, 32, 128};
+    const int64_t head_dims[] = {64, 128, 256, 512};
+    const int ratios[] = {1, 4, 8, 0};  // 0: MQA
+    const int64_t seqlens_k[] = {300, 517, 777, 1100, 1023, 640};
+    const int32_t page_sizes[] = {16, 64, 1, 32, 256};
+    int idx = 0;
+    for (int64_t T : Ts)
+        for (int64_t hd : head_dims)
+            for (int ratio : ratios) {
+                std::mt19937_64 rng(case_seed(base_seed(), 22500 + uint64_t(idx)));
+                ServingCase c = shape(kDtypes[idx % 2], hd, 0, 0);
+                if (hd == 512) {  // MLA-style: one KV head
+                    c.num_kv_heads = 1;
+                    c.num_q_heads = ratio == 0 ? 16 : ratio;
+                } else if (ratio == 0) {
+                    c.num_kv_heads = 1;
+                    c.num_q_heads = 8;
+                } else {
+                    c.num_kv_heads = 2;
+                    c.num_q_heads = 2 * ratio;
+                }
+                c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+                int64_t batch = 1 + idx % 3;
+                int64_t sk = seqlens_k[idx % 6];
+                auto cost = [&] { return double(T * c.num_q_heads * hd * sk * batch); };
+                while (cost() > 1.5e8 && batch > 1) --batch;
+                while (cost() > 1.5e8 && sk > 300) sk = std::max<int64_t>(300, sk * 3 / 4);
+                // Queries: dense [batch, T], or varlen with one shorter sequence.
+                c.q_lens.assign(size_t(batch), int32_t(T));
+                if (idx % 5 == 0) {
+                    c.varlen_q = true;
+                    c.q_lens[0] = int32_t(std::max<int64_t>(1, T / 2));
+                    c.extra_q_rows = 3;
+                }
+                // Keys: dense; dense + seqused; paged + seqused; packed.
+                auto some_len = [&] {
+                    return int32_t(sk / 3 + int64_t(rng() % uint64_t(sk - sk / 3 + 1)));
+                };
+                switch (idx % 4) {
+                case 0: c.k_lens.assign(size_t(batch), int32_t(sk)); break;
+                case 1:
+                    c.k_lens.assign(size_t(batch), int32_t(sk));
+                    for (int64_t b = 0; b < batch; ++b) c.seqused.push_back(some_len());
+                    c.seqused[0] = int32_t(sk);
+                    break;
+                case 2:
+                    c.keys = KeyLayout::PAGED;
+                    c.page_size = page_sizes[(idx / 4) % 5];
+                    for (int64_t b = 0; b < batch; ++b) c.seqused.push_back(some_len());
+                    c.seqused[0] = int32_t(sk);
+                    for (int32_t u : c.seqused) c.k_lens.push_back(u + c.page_size / 2);
+                    c.seqlen_k = sk;
+                    break;
+                case 3:
+                    c.keys = KeyLayout::PACKED;
+                    c.cu_seqlens_k = true;
+                    for (int64_t b = 0; b < batch; ++b) c.k_lens.push_back(some_len());
+                    c.k_lens[0] = int32_t(sk);
+                    break;
+                }
+                c.layout = kLayouts[(idx / 2) % 3];
+                v.push_back(c);
+                ++idx;
+            }
+    return seeded(v, 22000);
+}
+
+std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
+
+std::vector<ServingCase> split_suite() {
+    std::vector<ServingCase> v;
+    {  // long single-token decode, GQA, ragged lengths through seqused_k
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 32, 8);
+        c.q_lens = {1, 1};
+        c.k_lens = {4097, 4097};
+        c.seqused = {4097, 1500};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // multi-token decode over a paged cache, varlen Q with an empty sequence
+        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 8, 1);
+        c.varlen_q = true;
+        c.q_lens = {4, 1, 0, 4};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.seqused = {2000, 333, 50, 1234};
+        c.k_lens = {2007, 340, 60, 1234};
+        c.extra_q_rows = 2;
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.layout = Layout::BHSD;
+        v.push_back(c);
+    }
+    {  // head_dim 512, MLA-style
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 16, 1);
+        c.q_lens = {1, 1};
+        c.k_lens = {2000, 2000};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // window, softcap and sinks, paged, 32 rows
+        ServingCase c = shape(FMHA_DTYPE_FP16, 256, 8, 2);
+        c.q_lens = {32, 32};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 64;
+        c.k_lens = {1100, 1100};
+        c.seqused = {1100, 700};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.window_left = 200;
+        c.softcap = 30.0f;
+        c.sinks = true;
+        c.layout = Layout::SLICED;
+        v.push_back(c);
+    }
+    {  // few keys: more splits than key blocks; a sequence with no key at all
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 4, 4);
+        c.varlen_q = true;
+        c.q_lens = {1, 1, 3};
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {70, 0, 5};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // packed keys, top-left alignment with a right window, hd96
+        ServingCase c = shape(FMHA_DTYPE_FP16, 96, 6, 3);
+        c.varlen_q = true;
+        c.q_lens = {16, 9};
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {900, 1500};
+        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+        c.window_right = 0;
+        v.push_back(c);
+    }
+    return seeded(v, 23000);
+}
+
+std::vector<ServingCase> feature_suite() {
+    struct Feature {
+        int32_t left, right;
+        float softcap;
+        bool sinks;
+        fmha_mask mask;
+    };
+    const Feature features[] = {
+        {100, -1, 0, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},   // causal local attention
+        {37, 50, 0, false, FMHA_MASK_NONE},                    // two-sided window
+        {0, 0, 0, false, FMHA_MASK_NONE},                      // the diagonal only
+        {-1, 10, 0, false, FMHA_MASK_CAUSAL_TOP_LEFT},         // causal ignores the right window
+        {-1, 5, 0, false, FMHA_MASK_NONE},                     // right window only
+        {-1, -1, 30.0f, false, FMHA_MASK_NONE},                // Gemma-style softcap
+        {-1, -1, 2.0f, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // hard capping
+        {-1, -1, 0, true, FMHA_MASK_NONE},                     // sinks
+        {-1, -1, 0, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},      // sinks, rows that see nothing
+        {64, -1, 20.0f, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // everything at once
+    };
+    std::vector<ServingCase> v;
+    int n = 0;
+    for (const Feature &f : features)
+        for (int variant = 0; variant < 3; ++variant) {
+            ServingCase c;
+            c.dtype = kDtypes[n % 2];
+            c.mask = f.mask;
+            c.window_left = f.left;
+            c.window_right = f.right;
+            c.softcap = f.softcap;
+            c.sinks = f.sinks;
+            switch (variant) {
+            case 0:  // single-token decode, dense cache, automatic splits
+                c.head_dim = 128;
+                c.num_q_heads = 8;
+                c.num_kv_heads = 2;
+                c.q_lens = {1, 1, 1};
+                c.k_lens = {1100, 1100, 1100};
+                c.num_splits = 0;
+                break;
+            case 1:  // 16 rows, varlen Q, paged + seqused (one sequence without keys)
+                c.head_dim = 64;
+                c.num_q_heads = 8;
+                c.num_kv_heads = 1;
+                c.varlen_q = true;
+                c.q_lens = {16, 3, 16};
+                c.keys = KeyLayout::PAGED;
+                c.page_size = 32;
+                c.seqused = {900, 0, 20};
+                c.k_lens = {910, 32, 40};
+                c.extra_q_rows = 1;
+                c.num_splits = 0;
+                break;
+            case 2:  // 4 rows, dense + seqused, 3 splits (hd512 every other feature)
+                c.head_dim = n % 2 ? 512 : 256;
+                c.num_q_heads = 8;
+                c.num_kv_heads = n % 2 ? 1 : 4;
+                c.q_lens = {4, 4};
+                c.k_lens = {1000, 1000};
+                c.seqused = {1000, 513};
+                c.num_splits = 3;
+                break;
+            }
+            c.layout = kLayouts[n % 3];
+            v.push_back(c);
+            ++n;
+        }
+    return seeded(v, 24000);
+}
+
+std::vector<ServingCase> sanitize_suite() {
+    std::vector<ServingCase> v;
+    {  // varlen Q over packed K, causal, GQA, an empty sequence and one without keys
+        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 4, 2);
+        c.varlen_q = true;
+        c.q_lens = {17, 0, 70, 3};
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {17, 5, 130, 0};
+        c.extra_q_rows = 2;
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // paged (page 16, shuffled) + seqused + 3 splits + window + sinks
+        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 8, 1);
+        c.varlen_q = true;
+        c.q_lens = {4, 1};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.seqused = {300, 33};
+        c.k_lens = {310, 40};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.window_left = 100;
+        c.sinks = true;
+        c.num_splits = 3;
+        v.push_back(c);
+    }
+    {  // head_dim 512, MQA, 2 splits, softcap
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 8, 1);
+        c.q_lens = {2, 2};
+        c.k_lens = {200, 200};
+        c.seqused = {200, 77};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.softcap = 20.0f;
+        c.num_splits = 2;
+        v.push_back(c);
+    }
+    {  // page size 1
+        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 2, 2);
+        c.q_lens = {1, 1};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 1;
+        c.k_lens = {100, 100};
+        v.push_back(c);
+    }
+    return seeded(v, 26000);
 }
 
 // ---- merge references ------------------------------------------------------

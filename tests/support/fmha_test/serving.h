@@ -88,7 +88,9 @@ struct ServingRef {
 // its computed rows), index arrays, layouts and references. Needs no GPU.
 class ServingHost {
 public:
-    explicit ServingHost(const ServingCase &c);
+    // Without inputs (with_inputs false) only the layouts, index arrays and
+    // descriptor exist: for checking a case's shape cheaply.
+    explicit ServingHost(const ServingCase &c, bool with_inputs = true);
     const ServingCase &config() const { return case_; }
 
     // The descriptor with the case's fields, for `kernel` and `num_splits`.
@@ -135,6 +137,7 @@ public:
 private:
     void compute_references();
     ServingCase case_;
+    bool with_inputs_ = true;
     int64_t total_q_ = 0, total_k_ = 0, num_pages_ = 0, max_pages_ = 0;
     std::vector<uint16_t> hq_, hk_, hv_;
     std::vector<float> sinks_;
@@ -207,6 +210,21 @@ struct MergeInput {
 // rounded to the dtype (the same-precision reference). RefResult layout.
 RefResult merge_reference_fp64(const MergeInput &in);
 RefResult merge_reference_lowp(const MergeInput &in);
+
+// ---- the GPU suites' cases -------------------------------------------------
+
+// The cases of tests/gpu/test_serving.cpp, seeded from base_seed(); here so
+// that the CPU tests can check every one is a valid problem (and the suite
+// stays affordable) without a GPU. The kernel field is left AUTO: the suites
+// run each case on serving_families().
+std::vector<ServingCase> varlen_suite();    // ragged prefill batches
+std::vector<ServingCase> paged_suite();     // shuffled pages of every size
+std::vector<ServingCase> decode_suite();    // seqlen_q x head_dim x GQA ratio
+std::vector<ServingCase> split_suite();     // problems run with every split count
+std::vector<ServingCase> feature_suite();   // windows, softcap, sinks on decode shapes
+std::vector<ServingCase> sanitize_suite();  // small cases for compute-sanitizer
+// The split counts split_suite() runs on the decode kernel.
+std::vector<int32_t> split_counts();
 
 // Parses FMHA_TEST_KERNEL for the serving suites (which also know
 // "decode"): unset or "auto" gives AUTO, PORTABLE and DECODE; a family name

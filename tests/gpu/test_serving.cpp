@@ -1,0 +1,529 @@
+// Serving features on the GPU (descriptor version 3): ragged (varlen)
+// batches, keys used per sequence (seqused_k), paged K/V caches with
+// shuffled pages, decode shapes up to head_dim 512, split-KV, and sliding
+// windows, softcap and sinks on the decode kernel, all against the float64
+// reference with the 2x rule (tests/support/serving.h), on fresh random
+// inputs, outputs prefilled with NaN, every buffer guard-banded, each run
+// done twice and compared bitwise.
+//
+// Every case runs on the kernel families of FMHA_TEST_KERNEL: unset or
+// "auto" means AUTO, PORTABLE and DECODE; "portable", "decode" or "hopper"
+// only that one. A forced family may answer NOT_SUPPORTED only where fmha.h
+// says so (PORTABLE with head_dim 512 or num_splits >= 2; an explicit
+// HOPPER): such runs are printed as UNSUPPORTED and never counted as passes;
+// any other NOT_SUPPORTED is a failure.
+//
+// Environment: FMHA_TEST_SEED, FMHA_TEST_CASE (substring of the case names),
+// FMHA_TEST_VERBOSE=1 (print every run, not only failures).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fmha_test/half.h"
+#include "fmha_test/random.h"
+#include "fmha_test/serving.h"
+#include "gpu_common.h"
+
+using namespace fmha_test;
+
+// Skips without a GPU, and when FMHA_TEST_KERNEL=hopper asks for a kernel
+// this device cannot run.
+#define FMHA_SERVING_PROLOGUE()                                                           \
+    FMHA_REQUIRE_GPU();                                                                   \
+    do {                                                                                  \
+        const std::vector<fmha_kernel_family> fams_ = ::fmha_test::serving_families();    \
+        if (fams_.size() == 1 && fams_[0] == FMHA_KERNEL_HOPPER &&                        \
+            ::fmha_test::current_device_sm() != 90)                                       \
+            FMHA_SKIP("FMHA_TEST_KERNEL=hopper but the device is sm_"                     \
+                      << ::fmha_test::current_device_sm());                               \
+    } while (0)
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Stats {
+    int runs = 0, passed = 0, failed = 0, unsupported = 0, cases = 0;
+    bool aborted = false;
+    double worst_ratio = -1;
+    std::string worst_case;
+    double ref_secs = 0, total_secs = 0;
+    std::map<std::string, int> kernels;
+    Clock::time_point t0 = Clock::now();
+};
+
+bool verbose() { return std::getenv("FMHA_TEST_VERBOSE") != nullptr; }
+
+bool selected(const std::string &name) {
+    const char *filter = std::getenv("FMHA_TEST_CASE");
+    return filter == nullptr || *filter == '\0' || name.find(filter) != std::string::npos;
+}
+
+// Counts one run, prints it when it did not pass (or always when verbose),
+// and stops the suite when the CUDA context is lost.
+void record(const char *label, const ServingCase &c, const ServingRun &r, Stats &st) {
+    if (r.unsupported) {
+        ++st.unsupported;
+        std::printf("%s: %s\n", label, r.summary(c).c_str());
+        return;
+    }
+    ++st.runs;
+    ++st.kernels[r.kernel_name.empty() ? "(no plan)" : r.kernel_name];
+    if (r.passed()) {
+        ++st.passed;
+        if (verbose()) std::printf("%s: %s\n", label, r.summary(c).c_str());
+    } else {
+        ++st.failed;
+        std::printf("%s: %s\n", label, r.summary(c).c_str());
+        std::fflush(stdout);
+        cudaError_t sticky = cudaDeviceSynchronize();
+        if (sticky != cudaSuccess) {
+            std::printf("%s: the CUDA context is broken after this run (%s: %s); the remaining "
+                        "runs were not made\n",
+                        label, cudaGetErrorName(sticky), cudaGetErrorString(sticky));
+            st.aborted = true;
+        }
+    }
+    if (r.status == FMHA_STATUS_SUCCESS && r.error.empty() && r.cmp.ratio > st.worst_ratio) {
+        st.worst_ratio = r.cmp.ratio;
+        ServingCase shown = c;
+        shown.kernel = r.kernel;
+        shown.num_splits = r.requested_splits;
+        st.worst_case = shown.name();
+    }
+}
+
+// Builds the case's data and references once, then runs it on each family.
+void run_families(const char *label, const ServingCase &c,
+                  const std::vector<fmha_kernel_family> &families, Stats &st) {
+    if (st.aborted || !selected(c.name())) return;
+    ++st.cases;
+    ServingData data(c);
+    const auto t0 = Clock::now();
+    data.ref64();
+    st.ref_secs += seconds_since(t0);
+    for (fmha_kernel_family k : families) {
+        if (st.aborted) break;
+        record(label, c, run_serving(data, k, c.num_splits), st);
+    }
+}
+
+// Prints the summary line and makes the test's verdict.
+void finish(const char *label, Stats &st, bool expect_runs = true) {
+    st.total_secs = seconds_since(st.t0);
+    std::printf("%s: %d cases, %d runs: %d passed, %d failed; %d unsupported as fmha.h "
+                "documents (not passes); worst error ratio %.3f (%s); reference %.1f s, total "
+                "%.1f s%s\n",
+                label, st.cases, st.runs, st.passed, st.failed, st.unsupported, st.worst_ratio,
+                st.worst_case.c_str(), st.ref_secs, st.total_secs,
+                st.aborted ? "; ABORTED: CUDA context lost" : "");
+    for (const auto &k : st.kernels)
+        std::printf("%s:   kernel %s: %d runs\n", label, k.first.c_str(), k.second);
+    std::fflush(stdout);
+    CHECK_FALSE(st.aborted);
+    CHECK(st.failed == 0);
+    const std::vector<fmha_kernel_family> fams = serving_families();
+    const bool hopper_only = fams.size() == 1 && fams[0] == FMHA_KERNEL_HOPPER;
+    if (expect_runs && !hopper_only && !std::getenv("FMHA_TEST_CASE")) CHECK(st.passed > 0);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Varlen prefill: ragged batches with lengths from {0, 1, 2, 17, 1000, 4097},
+// packed Q over packed or dense K, dense Q over packed K, causal both ways
+// and not, GQA, and sequences longer than seqlen_q / seqlen_k.
+
+TEST_CASE("varlen prefill: ragged batches against the float64 reference",
+          "[gpu][serving][varlen]") {
+    FMHA_SERVING_PROLOGUE();
+    const auto families = serving_families();
+    Stats st;
+    for (const ServingCase &c : varlen_suite()) run_families("varlen", c, families, st);
+    finish("varlen", st);
+}
+
+// ---------------------------------------------------------------------------
+// Paged KV caches: shuffled pages of sizes 1 to 256.
+
+namespace {
+
+// The host-side block-table check on the case's own table: the real table
+// passes; a used entry made out of range is named as block_table[b][i]; the
+// entry after a sequence's last used page is not read.
+void check_host_block_table(const ServingCase &c) {
+    ServingHost host(c);
+    const fmha_descriptor d = host.descriptor();
+    std::vector<int32_t> lens(size_t(c.batch()));
+    for (int64_t b = 0; b < c.batch(); ++b) lens[size_t(b)] = int32_t(c.eff_k(b));
+    std::vector<int32_t> table = host.host_block_table();
+    INFO(c.name());
+    FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_check_block_table(&d, table.data(), lens.data()));
+    std::mt19937_64 rng(c.seed ^ 0xB10C);
+    for (int64_t b = 0; b < c.batch(); ++b) {
+        if (host.pages_used(b) == 0) continue;
+        const int64_t i = int64_t(rng() % uint64_t(host.pages_used(b)));
+        const size_t at = size_t(b * host.max_pages_per_seq() + i);
+        const int32_t saved = table[at];
+        for (int32_t bad : {-1, int32_t(host.num_pages()), INT32_MAX}) {
+            table[at] = bad;
+            const std::string entry =
+                "block_table[" + std::to_string(b) + "][" + std::to_string(i) + "]";
+            fmha_status st = fmha_check_block_table(&d, table.data(), lens.data());
+            const std::string msg = fmha_last_error_message();
+            INFO(entry << " = " << bad << " -> " << fmha_status_string(st) << ": " << msg);
+            CHECK(st == FMHA_STATUS_INVALID_ARGUMENT);
+            CHECK(msg.find(entry) != std::string::npos);
+        }
+        table[at] = saved;
+        const size_t past = size_t(b * host.max_pages_per_seq() + host.pages_used(b));
+        const int32_t keep = table[past];
+        table[past] = -12345;
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_check_block_table(&d, table.data(), lens.data()));
+        table[past] = keep;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("paged KV: shuffled pages of every size, seqused_k, varlen Q, windows",
+          "[gpu][serving][paged]") {
+    FMHA_SERVING_PROLOGUE();
+    const auto families = serving_families();
+    Stats st;
+    for (const ServingCase &c : paged_suite()) {
+        if (!selected(c.name())) continue;
+        check_host_block_table(c);
+        run_families("paged", c, families, st);
+    }
+    finish("paged", st);
+}
+
+// ---------------------------------------------------------------------------
+// Decode shapes: seqlen_q T in {1, 4, 32, 128} x head_dim {64, 128, 256, 512}
+// x GQA ratio {1, 4, 8, MQA}, causal bottom-right, over dense, seqused,
+// paged and packed caches.
+
+TEST_CASE("decode: seqlen_q x head_dim x GQA ratio, causal bottom-right",
+          "[gpu][serving][decode]") {
+    FMHA_SERVING_PROLOGUE();
+    const auto families = serving_families();
+    Stats st;
+    for (const ServingCase &c : decode_suite()) run_families("decode", c, families, st);
+    finish("decode", st);
+}
+
+// ---------------------------------------------------------------------------
+// Split-KV on the decode kernel.
+
+namespace {
+
+// Largest |a - b| over the O elements of the case's rows, largest
+// |a - b| / (1 + |a|) over its finite LSE entries, and whether both have the
+// same entries at -inf.
+struct Agreement {
+    double o_diff = 0, lse_diff = 0;
+    bool same_inf = true;
+};
+
+Agreement agreement(const ServingHost &h, const Outputs &a, const Outputs &b) {
+    const ServingCase &c = h.config();
+    Agreement g;
+    for (int64_t s = 0; s < c.batch(); ++s)
+        for (int64_t i = 0; i < c.eff_q(s); ++i)
+            for (int64_t hh = 0; hh < c.num_q_heads; ++hh) {
+                for (int64_t d = 0; d < c.head_dim; ++d) {
+                    const size_t at = size_t(h.o_element(s, i, hh, d));
+                    g.o_diff = std::max(g.o_diff, std::fabs(double(lowp_to_float(a.o[at], c.dtype)) -
+                                                            double(lowp_to_float(b.o[at], c.dtype))));
+                }
+                if (!c.write_lse) continue;
+                const size_t le = size_t(h.lse_entry(s, i, hh));
+                const float x = a.lse[le], y = b.lse[le];
+                if (std::isinf(x) || std::isinf(y)) g.same_inf = g.same_inf && x == y;
+                else
+                    g.lse_diff = std::max(g.lse_diff, std::fabs(double(x) - double(y)) /
+                                                          (1 + std::fabs(double(x))));
+            }
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("split-KV: every split count agrees with the reference and with no split",
+          "[gpu][serving][split]") {
+    FMHA_SERVING_PROLOGUE();
+    const auto families = serving_families();
+    if (std::find(families.begin(), families.end(), FMHA_KERNEL_DECODE) == families.end())
+        FMHA_SKIP("split-KV runs on the decode kernel; FMHA_TEST_KERNEL selects another family");
+    Stats st;
+    for (const ServingCase &c : split_suite()) {
+        if (st.aborted || !selected(c.name())) continue;
+        ++st.cases;
+        ServingData data(c);
+        const auto t0 = Clock::now();
+        data.ref64();
+        st.ref_secs += seconds_since(t0);
+        std::vector<ServingRun> runs;
+        for (int32_t s : split_counts()) {
+            if (st.aborted) break;
+            runs.push_back(run_serving(data, FMHA_KERNEL_DECODE, s));
+            record("split", c, runs.back(), st);
+        }
+        // AUTO with an explicit split count takes the decode kernel (run_serving
+        // checks the plan's family); PORTABLE cannot split: NOT_SUPPORTED.
+        for (auto fk : {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE}) {
+            if (st.aborted) break;
+            ServingRun r = run_serving(data, fk, 3);
+            record("split", c, r, st);
+            if (fk == FMHA_KERNEL_PORTABLE) {
+                INFO(r.summary(c));
+                CHECK(r.status == FMHA_STATUS_NOT_SUPPORTED);
+                CHECK(r.unsupported != nullptr);
+            } else {
+                INFO(r.summary(c));
+                CHECK(r.kernel_family == FMHA_KERNEL_DECODE);
+                CHECK(r.num_splits == 3);
+            }
+        }
+        if (runs.empty() || !runs[0].passed()) continue;  // a failure already counted
+        const ServingRun &base = runs[0];
+        for (const ServingRun &r : runs) {
+            if (!r.passed()) continue;  // already counted
+            INFO(r.summary(c));
+            CHECK(r.num_splits >= 1);
+            if (r.requested_splits >= 1) CHECK(r.num_splits == r.requested_splits);
+            if (r.num_splits >= 2) CHECK(r.workspace_bytes > 0);
+            // Split counts agree with no split as closely as each agrees with
+            // the reference.
+            const Agreement g = agreement(data, base.out, r.out);
+            INFO("vs num_splits 1: O differs by " << g.o_diff << ", LSE by " << g.lse_diff
+                                                  << " (relative); O allowed "
+                                                  << 2 * base.cmp.lowp_err + 1e-6);
+            CHECK(g.o_diff <= 2 * base.cmp.lowp_err + 1e-6);
+            CHECK(g.lse_diff <= 1e-3);
+            CHECK(g.same_inf);
+        }
+    }
+    finish("split", st);
+}
+
+// ---------------------------------------------------------------------------
+// Windows, softcap and sinks on decode shapes, with split-KV and paged KV.
+
+TEST_CASE("decode: windows, softcap and sinks, with split-KV and paged KV",
+          "[gpu][serving][features]") {
+    FMHA_SERVING_PROLOGUE();
+    const auto families = serving_families();
+    Stats st;
+    for (const ServingCase &c : feature_suite()) run_families("features", c, families, st);
+    finish("features", st);
+}
+
+// ---------------------------------------------------------------------------
+// fmha_run's checks of the version-3 tensors, workspace of split plans, and
+// plan_info versions, on a real device.
+
+namespace {
+
+void sync_or_fail() {
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaSuccess) err = cudaGetLastError();
+    INFO(cudaGetErrorName(err) << ": " << cudaGetErrorString(err));
+    REQUIRE(err == cudaSuccess);
+}
+
+bool all_prefill(const Outputs &o) {
+    for (uint16_t x : o.o)
+        if (x != kOutputPrefill16) return false;
+    for (float f : o.lse) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        if (u != kOutputPrefill32) return false;
+    }
+    return true;
+}
+
+void expect_run_error(const fmha_plan *plan, const fmha_tensors &t, void *ws, size_t ws_bytes,
+                      fmha_status expected, const std::string &needle) {
+    fmha_status st = fmha_run(plan, &t, ws, ws_bytes, nullptr);
+    const std::string msg = fmha_last_error_message();
+    INFO("fmha_run -> " << fmha_status_string(st) << ": \"" << msg << "\"; expected "
+                        << fmha_status_string(expected) << " naming " << needle);
+    CHECK(st == expected);
+    CHECK(msg.find(needle) != std::string::npos);
+}
+
+const void *offset_bytes(const void *p, size_t n) { return static_cast<const char *>(p) + n; }
+
+}  // namespace
+
+TEST_CASE("fmha_run checks the version-3 tensors and the split-KV workspace",
+          "[gpu][serving][api]") {
+    FMHA_SERVING_PROLOGUE();
+    ServingCase c;
+    c.dtype = FMHA_DTYPE_BF16;
+    c.head_dim = 128;
+    c.num_q_heads = 8;
+    c.num_kv_heads = 2;
+    c.varlen_q = true;
+    c.q_lens = {3, 1, 4};
+    c.keys = KeyLayout::PAGED;
+    c.cu_seqlens_k = true;
+    c.page_size = 16;
+    c.k_lens = {700, 64, 1000};
+    c.seqused = {700, 60, 999};
+    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    c.num_splits = 4;
+    c.seed = case_seed(base_seed(), 25000);
+    ServingData data(c);
+    PlanPtr plan = make_plan(data.descriptor(FMHA_KERNEL_DECODE, 4));
+    std::printf("serving api: %s\n", describe_plan(plan.get()).c_str());
+    size_t ws_bytes = 0;
+    REQUIRE(fmha_plan_workspace_size(plan.get(), &ws_bytes) == FMHA_STATUS_SUCCESS);
+    REQUIRE(ws_bytes > 0);  // four splits keep partial results
+    DeviceBuffer ws((ws_bytes + 64 + 1) / 2, 2, kGuard16);
+    const fmha_tensors good = data.tensors();
+
+    SECTION("plan info version 1 and 2") {
+        fmha_plan_info info = plan_info(plan.get());
+        CHECK(info.version == 2u);
+        CHECK(info.kernel_family == FMHA_KERNEL_DECODE);
+        CHECK(info.num_splits == 4);
+        CHECK(info.workspace_bytes == uint64_t(ws_bytes));
+        alignas(fmha_plan_info) unsigned char buf[sizeof(fmha_plan_info)];
+        std::memset(buf, 0xAB, sizeof buf);
+        auto *v1 = reinterpret_cast<fmha_plan_info *>(buf);
+        REQUIRE(fmha_plan_info_init(v1, 1) == FMHA_STATUS_SUCCESS);
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_plan_get_info(plan.get(), v1));
+        CHECK(v1->version == 1u);
+        CHECK(v1->kernel_family == FMHA_KERNEL_DECODE);
+        CHECK(v1->workspace_bytes == uint64_t(ws_bytes));
+        for (size_t i = offsetof(fmha_plan_info, num_splits); i < sizeof buf; ++i)
+            REQUIRE(buf[i] == 0xAB);
+    }
+    SECTION("index arrays: NULL and misaligned") {
+        struct Slot {
+            const char *name;
+            const int32_t *fmha_tensors::*member;
+        } slots[] = {{"tensors.cu_seqlens_q", &fmha_tensors::cu_seqlens_q},
+                     {"tensors.cu_seqlens_k", &fmha_tensors::cu_seqlens_k},
+                     {"tensors.seqused_k", &fmha_tensors::seqused_k},
+                     {"tensors.block_table", &fmha_tensors::block_table}};
+        for (const Slot &s : slots) {
+            INFO(s.name);
+            fmha_tensors t = good;
+            t.*s.member = nullptr;
+            expect_run_error(plan.get(), t, ws.data(), ws_bytes, FMHA_STATUS_INVALID_ARGUMENT,
+                             s.name);
+            t = good;
+            t.*s.member = static_cast<const int32_t *>(offset_bytes(good.*s.member, 2));
+            expect_run_error(plan.get(), t, ws.data(), ws_bytes, FMHA_STATUS_MISALIGNED, s.name);
+        }
+    }
+    SECTION("a version-2 tensors struct has no index arrays") {
+        fmha_tensors t = good;
+        t.version = 2;
+        fmha_status st = fmha_run(plan.get(), &t, ws.data(), ws_bytes, nullptr);
+        INFO(fmha_status_string(st) << ": " << fmha_last_error_message());
+        CHECK(st == FMHA_STATUS_INVALID_ARGUMENT);
+        CHECK(std::string(fmha_last_error_message()).find("tensors.cu_seqlens_q") != std::string::npos);
+    }
+    SECTION("the workspace: too small, NULL, misaligned") {
+        expect_run_error(plan.get(), good, ws.data(), ws_bytes - 1,
+                         FMHA_STATUS_WORKSPACE_TOO_SMALL, std::to_string(ws_bytes));
+        expect_run_error(plan.get(), good, nullptr, ws_bytes, FMHA_STATUS_INVALID_ARGUMENT,
+                         "workspace");
+        expect_run_error(plan.get(), good, static_cast<char *>(ws.data()) + 2, ws_bytes,
+                         FMHA_STATUS_MISALIGNED, "workspace");
+    }
+    sync_or_fail();
+    INFO("a rejected fmha_run must not enqueue anything");
+    CHECK(all_prefill(data.download()));
+    std::string why;
+    CHECK(data.guards_intact(&why));
+    CHECK(ws.guards_intact(&why));
+    INFO(why);
+    // And the good call works with more workspace than needed.
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.get(), &good, ws.data(), ws_bytes + 64, nullptr));
+    sync_or_fail();
+    Comparison cmp = data.compare(data.download());
+    INFO(cmp.detail);
+    CHECK(cmp.o_ok);
+    CHECK(cmp.lse_ok);
+    CHECK(cmp.gaps_untouched);
+}
+
+TEST_CASE("a split-KV plan with a workspace per stream, run concurrently", "[gpu][serving][api]") {
+    FMHA_SERVING_PROLOGUE();
+    ServingCase c;
+    c.dtype = FMHA_DTYPE_FP16;
+    c.head_dim = 128;
+    c.num_q_heads = 16;
+    c.num_kv_heads = 2;
+    c.q_lens = {1, 1, 1, 1};
+    c.k_lens.assign(4, 2048);
+    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    c.seed = case_seed(base_seed(), 25001);
+    // Two data sets (different inputs) through one plan on two streams.
+    ServingData a(c);
+    c.seed = case_seed(base_seed(), 25002);
+    ServingData b(c);
+    PlanPtr plan = make_plan(a.descriptor(FMHA_KERNEL_DECODE, 5));
+    size_t ws_bytes = 0;
+    REQUIRE(fmha_plan_workspace_size(plan.get(), &ws_bytes) == FMHA_STATUS_SUCCESS);
+    REQUIRE(ws_bytes > 0);
+    DeviceBuffer wa((ws_bytes + 1) / 2, 2, kGuard16), wb((ws_bytes + 1) / 2, 2, kGuard16);
+    cudaStream_t sa, sb;
+    REQUIRE(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking) == cudaSuccess);
+    REQUIRE(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking) == cudaSuccess);
+    const fmha_tensors ta = a.tensors(), tb = b.tensors();
+    for (int rep = 0; rep < 3; ++rep) {
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.get(), &ta, wa.data(), ws_bytes, fmha_stream(sa)));
+        FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.get(), &tb, wb.data(), ws_bytes, fmha_stream(sb)));
+    }
+    REQUIRE(cudaStreamSynchronize(sa) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(sb) == cudaSuccess);
+    cudaStreamDestroy(sa);
+    cudaStreamDestroy(sb);
+    sync_or_fail();
+    for (ServingData *d : {&a, &b}) {
+        Comparison cmp = d->compare(d->download());
+        INFO(cmp.detail);
+        CHECK(cmp.o_ok);
+        CHECK(cmp.lse_ok);
+        CHECK(cmp.all_written);
+        std::string why;
+        CHECK(d->guards_intact(&why));
+        INFO(why);
+    }
+    std::string why;
+    CHECK(wa.guards_intact(&why));
+    CHECK(wb.guards_intact(&why));
+}
+
+// ---------------------------------------------------------------------------
+// A few small cases of everything for compute-sanitizer (memcheck, racecheck):
+//   fmha_test_gpu "[serving-sanitize]"
+
+TEST_CASE("serving sanitizer subset", "[gpu][serving-sanitize]") {
+    FMHA_SERVING_PROLOGUE();
+    const auto families = serving_families();
+    Stats st;
+    for (const ServingCase &c : sanitize_suite()) run_families("serving sanitize", c, families, st);
+    finish("serving sanitize", st);
+}

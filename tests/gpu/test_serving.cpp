@@ -308,13 +308,15 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             CHECK(r.num_splits >= 1);
             if (r.requested_splits >= 1) CHECK(r.num_splits == r.requested_splits);
             if (r.num_splits >= 2) CHECK(r.workspace_bytes > 0);
-            // Split counts agree with no split as closely as each agrees with
-            // the reference.
+            // Split counts agree with no split: each is within 2x the
+            // same-precision error of the reference, so two could differ by 4x;
+            // they must stay within 3x (a rounding flip of the last bit, not a
+            // different result).
             const Agreement g = agreement(data, base.out, r.out);
             INFO("vs num_splits 1: O differs by " << g.o_diff << ", LSE by " << g.lse_diff
                                                   << " (relative); O allowed "
-                                                  << 2 * base.cmp.lowp_err + 1e-6);
-            CHECK(g.o_diff <= 2 * base.cmp.lowp_err + 1e-6);
+                                                  << 3 * base.cmp.lowp_err + 1e-6);
+            CHECK(g.o_diff <= 3 * base.cmp.lowp_err + 1e-6);
             CHECK(g.lse_diff <= 1e-3);
             CHECK(g.same_inf);
         }

@@ -44,7 +44,6 @@ from ._abi import (
     FMHA_MERGE_MAX_PARTS,
     DType,
     FmhaDescriptor,
-    FmhaMergeDescriptor,
     Mask,
     Status,
 )
@@ -71,9 +70,6 @@ __all__ = [
     "merge",
     "check_block_table",
 ]
-
-_STRIDE_QUANTUM = 8
-
 
 # ---------------------------------------------------------------- helpers
 @dataclass
@@ -136,8 +132,9 @@ def _common_device(views: Sequence[Optional[TensorView]], what: str) -> Optional
 
 
 def _index_array(obj: Any, name: str, shape: Tuple[int, ...], stream_ptr: int) -> TensorView:
-    """An int32 device index array of exactly ``shape``, contiguous."""
-    iv = view(obj, name, stream_ptr)
+    """An int32 device index array of exactly ``shape``, contiguous (``obj``
+    may already be a view of it)."""
+    iv = obj if isinstance(obj, TensorView) else view(obj, name, stream_ptr)
     if iv.dtype_name != "int32":
         raise TypeError(f"{name} must be int32, got {iv.dtype_name} (torch: pass {name}.int())")
     if iv.shape != shape:
@@ -270,8 +267,7 @@ def _prepare_varlen(
     stream_ptr = resolve_stream(stream, q)
     qv, kv, vv = view(q, "q", stream_ptr), view(k, "k", stream_ptr), view(v, "v", stream_ptr)
     dtype = _check_dtypes(qv, [("k", kv), ("v", vv)])
-    total_q, hq, d = _packed(qv, "q")[:3]
-    q_strides = _packed(qv, "q")[3]
+    total_q, hq, d, q_strides = _packed(qv, "q")
     total_k, hk, dk, k_strides = _packed(kv, "k")
     total_v, hv, dv, v_strides = _packed(vv, "v")
     if total_k != total_v or hk != hv:
@@ -284,7 +280,7 @@ def _prepare_varlen(
         raise ValueError(f"cu_seqlens_q must be 1-D with batch + 1 >= 2 entries, got shape {cq_view.shape}")
     batch = cq_view.shape[0] - 1
     arrays = {
-        "cu_seqlens_q": _index_array(cu_seqlens_q, "cu_seqlens_q", (batch + 1,), stream_ptr),
+        "cu_seqlens_q": _index_array(cq_view, "cu_seqlens_q", (batch + 1,), stream_ptr),
         "cu_seqlens_k": _index_array(cu_seqlens_k, "cu_seqlens_k", (batch + 1,), stream_ptr),
     }
     if seqused_k is not None:
@@ -434,6 +430,11 @@ def _prepare_kvcache(
     if cu_seqlens_q is None:
         if max_seqlen_q is not None:
             raise ValueError("max_seqlen_q is only used with cu_seqlens_q")
+        if qv.ndim != 4:
+            raise ValueError(
+                f"q must be 4-D [batch, seqlen_q, heads, dim] (or packed [total_q, heads, dim] with "
+                f"cu_seqlens_q), got shape {qv.shape}"
+            )
         dq = _dims(qv, "bshd", "q")
         batch, seqlen_q, hq, d, q_strides = dq.batch, dq.seq, dq.heads, dq.dim, dq.strides
         rows_q = batch * seqlen_q
@@ -446,7 +447,7 @@ def _prepare_kvcache(
         if cq.ndim != 1 or cq.shape[0] < 2:
             raise ValueError(f"cu_seqlens_q must be 1-D with batch + 1 >= 2 entries, got shape {cq.shape}")
         batch = cq.shape[0] - 1
-        arrays["cu_seqlens_q"] = _index_array(cu_seqlens_q, "cu_seqlens_q", (batch + 1,), stream_ptr)
+        arrays["cu_seqlens_q"] = _index_array(cq, "cu_seqlens_q", (batch + 1,), stream_ptr)
         seqlen_q = max(1, _nonnegative("max_seqlen_q", max_seqlen_q))
         varlen_q = True
 
@@ -465,7 +466,7 @@ def _prepare_kvcache(
         bt = view(block_table, "block_table", stream_ptr)
         if bt.ndim != 2 or bt.shape[0] != batch:
             raise ValueError(f"block_table must be 2-D [batch={batch}, max_pages_per_seq], got shape {bt.shape}")
-        arrays["block_table"] = _index_array(block_table, "block_table", bt.shape, stream_ptr)
+        arrays["block_table"] = _index_array(bt, "block_table", bt.shape, stream_ptr)
         paged = dict(num_pages=dk.batch, page_size=dk.seq, max_pages_per_seq=bt.shape[1])
         capacity = dk.seq * bt.shape[1]
     else:

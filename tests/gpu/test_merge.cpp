@@ -45,6 +45,13 @@ PlanPtr make_merge_plan(const fmha_merge_descriptor &m) {
     return PlanPtr(p);
 }
 
+void check_guards(const DeviceBuffer &b, const std::string &name) {
+    std::string why;
+    const bool ok = b.guards_intact(&why);
+    INFO(name << ": " << why);
+    CHECK(ok);
+}
+
 template <typename T>
 std::vector<T> download_all(const DeviceBuffer &b) {
     std::vector<T> v(b.elems());
@@ -343,15 +350,18 @@ void run_parts_case(const PartsCase &pc, uint64_t seed) {
         const std::vector<float> l = download_all<float>(parts[p].lse);
         CHECK(std::memcmp(l.data(), parts[p].host_lse.data(), l.size() * 4) == 0);
     }
-    std::string why;
-    for (Part &p : parts) {
-        CHECK(p.o.guards_intact(&why));
-        CHECK(p.lse.guards_intact(&why));
+    for (size_t p = 0; p < parts.size(); ++p) {
+        check_guards(parts[p].o, "o_parts[" + std::to_string(p) + "]");
+        check_guards(parts[p].lse, "lse_parts[" + std::to_string(p) + "]");
     }
-    if (!pc.in_place) CHECK(out_o.guards_intact(&why));
-    CHECK(out_lse.guards_intact(&why));
-    CHECK(full.guards_intact(&why));
-    INFO(why);
+    if (!pc.in_place) check_guards(out_o, "o");
+    check_guards(out_lse, "lse");
+    {
+        std::string why;
+        const bool ok = full.guards_intact(&why);
+        INFO("attention over all keys: " << why);
+        CHECK(ok);
+    }
 
     // Without FMHA_FLAG_WRITE_LSE: the same O, and the lse pointer ignored.
     if (!pc.in_place) {
@@ -530,14 +540,12 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
     CHECK(m.gaps_untouched);
     CHECK(m.empty_rows_ok);
     CHECK(m.empty_rows > 0);  // rows i % 7 == 3 exist in every case here
-    std::string why;
-    CHECK(out.guards_intact(&why));
-    CHECK(out_lse.guards_intact(&why));
+    check_guards(out, "o");
+    check_guards(out_lse, "lse");
     for (size_t p = 0; p < po.size(); ++p) {
-        CHECK(po[p].guards_intact(&why));
-        CHECK(plse[p].guards_intact(&why));
+        check_guards(po[p], "o_parts[" + std::to_string(p) + "]");
+        check_guards(plse[p], "lse_parts[" + std::to_string(p) + "]");
     }
-    INFO(why);
 }
 
 }  // namespace
@@ -703,10 +711,8 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
     for (uint16_t x : got) wrong += x != 0x3F80;
     CHECK(wrong == 0);
     for (float f : got_lse) CHECK(std::fabs(f - std::log(3.0f)) < 1e-5f);
-    std::string why;
-    CHECK(out.guards_intact(&why));
-    CHECK(out_lse.guards_intact(&why));
-    INFO(why);
+    check_guards(out, "o");
+    check_guards(out_lse, "lse");
 }
 
 TEST_CASE("merge sanitizer subset", "[gpu][serving-sanitize]") {

@@ -372,6 +372,20 @@ void expect_run_error(const fmha_plan *plan, const fmha_tensors &t, void *ws, si
 
 const void *offset_bytes(const void *p, size_t n) { return static_cast<const char *>(p) + n; }
 
+void check_guards(const DeviceBuffer &b, const char *name) {
+    std::string why;
+    const bool ok = b.guards_intact(&why);
+    INFO(name << ": " << why);
+    CHECK(ok);
+}
+
+void check_guards(const ServingData &d) {
+    std::string why;
+    const bool ok = d.guards_intact(&why);
+    INFO(why);
+    CHECK(ok);
+}
+
 }  // namespace
 
 TEST_CASE("fmha_run checks the version-3 tensors and the split-KV workspace",
@@ -456,10 +470,8 @@ TEST_CASE("fmha_run checks the version-3 tensors and the split-KV workspace",
     sync_or_fail();
     INFO("a rejected fmha_run must not enqueue anything");
     CHECK(all_prefill(data.download()));
-    std::string why;
-    CHECK(data.guards_intact(&why));
-    CHECK(ws.guards_intact(&why));
-    INFO(why);
+    check_guards(data);
+    check_guards(ws, "workspace");
     // And the good call works with more workspace than needed.
     FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.get(), &good, ws.data(), ws_bytes + 64, nullptr));
     sync_or_fail();
@@ -509,13 +521,10 @@ TEST_CASE("a split-KV plan with a workspace per stream, run concurrently", "[gpu
         CHECK(cmp.o_ok);
         CHECK(cmp.lse_ok);
         CHECK(cmp.all_written);
-        std::string why;
-        CHECK(d->guards_intact(&why));
-        INFO(why);
+        check_guards(*d);
     }
-    std::string why;
-    CHECK(wa.guards_intact(&why));
-    CHECK(wb.guards_intact(&why));
+    check_guards(wa, "workspace a");
+    check_guards(wb, "workspace b");
 }
 
 // ---------------------------------------------------------------------------

@@ -123,7 +123,7 @@ void run_families(const char *label, const ServingCase &c,
 }
 
 // Prints the summary line and makes the test's verdict.
-void finish(const char *label, Stats &st, bool expect_runs = true) {
+void finish(const char *label, Stats &st) {
     st.total_secs = seconds_since(st.t0);
     std::printf("%s: %d cases, %d runs: %d passed, %d failed; %d unsupported as fmha.h "
                 "documents (not passes); worst error ratio %.3f (%s); reference %.1f s, total "
@@ -137,8 +137,9 @@ void finish(const char *label, Stats &st, bool expect_runs = true) {
     CHECK_FALSE(st.aborted);
     CHECK(st.failed == 0);
     const std::vector<fmha_kernel_family> fams = serving_families();
+    // (An explicit Hopper kernel may decline every case; a filter may select none.)
     const bool hopper_only = fams.size() == 1 && fams[0] == FMHA_KERNEL_HOPPER;
-    if (expect_runs && !hopper_only && !std::getenv("FMHA_TEST_CASE")) CHECK(st.passed > 0);
+    if (!hopper_only && !std::getenv("FMHA_TEST_CASE")) CHECK(st.passed > 0);
 }
 
 }  // namespace
@@ -266,10 +267,9 @@ Agreement agreement(const ServingHost &h, const Outputs &a, const Outputs &b) {
 
 TEST_CASE("split-KV: every split count agrees with the reference and with no split",
           "[gpu][serving][split]") {
+    // Split-KV is the decode kernel's: these runs ask for DECODE (and AUTO and
+    // PORTABLE) whatever FMHA_TEST_KERNEL says.
     FMHA_SERVING_PROLOGUE();
-    const auto families = serving_families();
-    if (std::find(families.begin(), families.end(), FMHA_KERNEL_DECODE) == families.end())
-        FMHA_SKIP("split-KV runs on the decode kernel; FMHA_TEST_KERNEL selects another family");
     Stats st;
     for (const ServingCase &c : split_suite()) {
         if (st.aborted || !selected(c.name())) continue;

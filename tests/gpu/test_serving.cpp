@@ -167,7 +167,7 @@ namespace {
 // passes; a used entry made out of range is named as block_table[b][i]; the
 // entry after a sequence's last used page is not read.
 void check_host_block_table(const ServingCase &c) {
-    ServingHost host(c);
+    ServingHost host(c, /*with_inputs=*/false);
     const fmha_descriptor d = host.descriptor();
     std::vector<int32_t> lens(size_t(c.batch()));
     for (int64_t b = 0; b < c.batch(); ++b) lens[size_t(b)] = int32_t(c.eff_k(b));

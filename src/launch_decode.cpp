@@ -123,8 +123,7 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
     cp.heads = static_cast<int32_t>(heads);
     cp.head_dim = static_cast<int32_t>(d);
     cp.num_parts = c.num_splits;
-    const int64_t warps = cp.rows * heads;
-    const unsigned blocks = static_cast<unsigned>((warps + 3) / 4);
+    const unsigned blocks = static_cast<unsigned>(cp.rows * heads);  // one CTA per (row, head)
     return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 128, stream,
                             &cp, c.combine_kernel_name);
 }
@@ -144,8 +143,10 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
                     "the decode kernel handles up to 65535 batches and 65535 x 16 query rows "
                     "per sequence and KV head (batch %lld, rows %lld)",
                     (long long)p.batch, (long long)(tiles * kDecodeRows));
-    if (p.q_rows() * p.num_q_heads > (int64_t(1) << 33))
-        return fail(FMHA_STATUS_NOT_SUPPORTED, "the problem has too many query rows");
+    if (p.q_rows() * p.num_q_heads > INT_MAX)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "the decode kernel handles up to 2^31-1 query rows x heads (%lld)",
+                    (long long)(p.q_rows() * p.num_q_heads));
     KernelChoice c;
     c.family = FMHA_KERNEL_DECODE;
     c.image_family = "decode";

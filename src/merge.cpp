@@ -99,8 +99,10 @@ fmha_status read_merge_descriptor(const fmha_merge_descriptor *d, MergeProblem *
     m.seqlen_q = d->seqlen_q;
     m.num_heads = d->num_heads;
     m.head_dim = d->head_dim;
-    if (m.batch * m.seqlen_q * m.num_heads > (int64_t(1) << 33))
-        return fail(FMHA_STATUS_NOT_SUPPORTED, "merge_descriptor: too many rows");
+    if (m.batch * m.seqlen_q * m.num_heads > INT32_MAX)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "merge_descriptor: batch x seqlen_q x num_heads is %lld, at most 2^31-1",
+                    (long long)(m.batch * m.seqlen_q * m.num_heads));
     FMHA_TRY(check_merge_strides("part_strides", d->part_strides, m));
     FMHA_TRY(check_merge_strides("o_strides", d->o_strides, m));
     m.part = d->part_strides;
@@ -231,8 +233,8 @@ FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_
     cp.num_parts = m.num_parts;
     fmha::ScopedContext scope(*plan->drv, plan->ctx);
     FMHA_TRY(scope.status());
-    const int64_t warps = cp.rows * h;
-    return fmha::launch(*plan->drv, plan->function, static_cast<unsigned>((warps + 3) / 4), 1, 1,
+    // One CTA of 128 threads per (row, head).
+    return fmha::launch(*plan->drv, plan->function, static_cast<unsigned>(cp.rows * h), 1, 1,
                         128, 0, reinterpret_cast<CUstream>(stream), &cp,
                         plan->choice.kernel_name);
 }

@@ -110,24 +110,41 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const KvRows<T> v_rows = kv_rows<T>(p, p.v, p.v_stride, seq, batch, kv_head);
     // K and V rows of tile i into stage s; keys at or past n_end are zero-filled.
     // A thread copies one 16-byte column chunk of every kRowsPerPass-th row,
-    // so a row's (paged) address is computed once for its K and V.
+    // so a row's (paged) address is computed once for its K and V. Paged
+    // caches look up the block table one tile ahead (`pages`), so the
+    // lookup's latency hides under a tile of work instead of delaying the
+    // copies.
     constexpr int kRowsPerPass = Cfg::kThreads / Cfg::kChunks;
+    constexpr int kRowsPerThread = (BN + kRowsPerPass - 1) / kRowsPerPass;
     const int chunk = threadIdx.x % Cfg::kChunks;
     const int row_in_pass = threadIdx.x / Cfg::kChunks;
+    const bool copies = row_in_pass < kRowsPerPass;
+    const bool paged = k_rows.table != nullptr;
+    int2 pages[kRowsPerThread];
+    auto look_up_pages = [&](int i) {
+        if (!paged || !copies) return;
+        const int j0 = key0 + i * BN;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int j = j0 + row_in_pass + k * kRowsPerPass;
+            pages[k] = j < n_end ? k_rows.page_slot(j) : make_int2(0, 0);
+        }
+    };
     auto load_tile = [&](int i, int s) {
         T *sK = sKV + s * 2 * BN * kRow;
         T *sV = sK + BN * kRow;
         const int j0 = key0 + i * BN;
-        if (row_in_pass >= kRowsPerPass) return;
+        if (!copies) return;
 #pragma unroll
-        for (int r = row_in_pass; r < BN; r += kRowsPerPass) {
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int r = row_in_pass + k * kRowsPerPass;
+            if (r >= BN) break;
             const bool valid = j0 + r < n_end;
             const T *ks = k_rows.base, *vs = v_rows.base;
             if (valid) {
-                if (k_rows.table != nullptr) {
-                    const int2 slot = k_rows.page_slot(j0 + r);
-                    ks = k_rows.at(slot) + chunk * 8;
-                    vs = v_rows.at(slot) + chunk * 8;
+                if (paged) {
+                    ks = k_rows.at(pages[k]) + chunk * 8;
+                    vs = v_rows.at(pages[k]) + chunk * 8;
                 } else {
                     ks = k_rows.base + int64_t(j0 + r) * k_rows.seq_stride + chunk * 8;
                     vs = v_rows.base + int64_t(j0 + r) * v_rows.seq_stride + chunk * 8;
@@ -139,9 +156,13 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     };
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < num_tiles) load_tile(s, s);
+        if (s < num_tiles) {
+            look_up_pages(s);
+            load_tile(s, s);
+        }
         ptx::cp_async_commit();  // Q rides in the first group
     }
+    if (kStages - 1 < num_tiles) look_up_pages(kStages - 1);
 
     float acc[Cfg::kOTiles][4];
 #pragma unroll
@@ -156,6 +177,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         __syncthreads();                    // and every warp is done with tile i - 1
         if (i + kStages - 1 < num_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
         ptx::cp_async_commit();
+        if (i + kStages < num_tiles) look_up_pages(i + kStages);  // used next iteration
 
         const T *sK = sKV + (i % kStages) * 2 * BN * kRow;
         const T *sV = sK + BN * kRow;

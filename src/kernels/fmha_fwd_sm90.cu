@@ -78,6 +78,10 @@ struct SGemm<128> {
 #endif
 constexpr bool kPingPong = FMHA_SM90_PING_PONG != 0;
 
+// Named barriers: 1 + consumer (one warpgroup's 128 threads), 6 (every
+// consumer, V tail zeroing), 8 + consumer (ping-pong turns).
+constexpr int kZeroTailBarrier = 6;
+
 // O chunk += P (registers) · V chunk (MN-major in shared memory).
 template <bool kBf16, int N>
 __device__ __forceinline__ void pv_gemm(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
@@ -298,6 +302,25 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
     }
 }
 
+// Zeroes key rows [first_row, BN) of a V stage, split over the consumer
+// warpgroups, which then meet at a barrier. A sequence's last key tile may
+// extend past its keys into rows the caller never wrote (a cache slot past
+// seqused_k, padding after the packed keys): their P is 0, but 0 x NaN is NaN.
+template <typename Cfg>
+__device__ __forceinline__ void zero_v_tail(uint8_t *v_stage, int first_row, int consumer,
+                                            int tid) {
+    constexpr int BN = Cfg::BN;
+    const int rows = BN - first_row;
+    const int chunks = rows * 8 * Cfg::kBoxes;  // 16-byte chunks: 8 per 128-byte box row
+    for (int i = consumer * 128 + tid; i < chunks; i += 128 * Cfg::kConsumers) {
+        const int box = i / (rows * 8), rem = i % (rows * 8);
+        *reinterpret_cast<uint4 *>(v_stage + box * BN * 128 + (first_row + rem / 8) * 128 +
+                                   (rem % 8) * 16) = make_uint4(0, 0, 0, 0);
+    }
+    ptx::fence_proxy_async_shared();  // generic writes, then wgmma reads
+    ptx::named_barrier_sync(kZeroTailBarrier, 128 * Cfg::kConsumers);
+}
+
 // Ping-pong: the consumer warpgroups take turns issuing their GEMMs (named
 // barriers 8.., one per warpgroup), so one's softmax runs under another's
 // GEMMs. The last warpgroup opens the ring once; warpgroup 0 closes it.
@@ -404,6 +427,10 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int it_last = kv_iter + n_tiles - 1;
             const int s_last = it_last % kStages;
             ptx::mbarrier_wait(&sm.full_v[s_last], (it_last / kStages) & 1);
+            // Only lengths from cu_seqlens_k / seqused_k stop inside a tensor.
+            const int tail_keys = seq.len_k - (n_tiles - 1) * BN;
+            if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr))
+                zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, consumer, tid);
             turns.mine();
             issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes);
             turns.yours();

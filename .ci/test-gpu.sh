@@ -8,12 +8,15 @@
 #   ctest      every registered test but the bindings (CPU and GPU, default kernel)
 #   portable   the GPU tests again with FMHA_TEST_KERNEL=portable
 #   hopper     the GPU tests with FMHA_TEST_KERNEL=hopper (only on sm_90)
-#   memcheck   compute-sanitizer --tool memcheck on the [sanitize] subset
-#   racecheck  compute-sanitizer --tool racecheck on the [sanitize] subset
+#   decode     the GPU tests with FMHA_TEST_KERNEL=decode
+#   memcheck   compute-sanitizer --tool memcheck on the [sanitize] and
+#              [serving-sanitize] subsets, per kernel family
+#   racecheck  compute-sanitizer --tool racecheck on the same subsets
 #   demo       the fmha_demo program
 #   pytest     the Python binding's GPU tests against torch SDPA
 #   bench      tests/bench/bench_prefill.py (FMHA_BENCH_ARGS, default --quick)
-# Logs go to ${OUT:-/tmp/fmha-out}/ (at most eight files). A compact summary is
+#   bench-serving  tests/bench/bench_serving.py (FMHA_BENCH_SERVING_ARGS, default --quick)
+# Logs go to ${OUT:-/tmp/fmha-out}/ (one file per step). A compact summary is
 # printed at the end; the exit status is non-zero if any step failed.
 # A GPU test binary that finds no GPU counts as a failure here unless
 # FMHA_ALLOW_NO_GPU=1 (this script is meant for machines with one).
@@ -21,7 +24,7 @@ set -u
 
 build=${FMHA_BUILD_DIR:-build}
 out=${OUT:-/tmp/fmha-out}
-steps=${FMHA_CI_STEPS:-ctest portable hopper memcheck racecheck demo pytest bench}
+steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pytest bench bench-serving}
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
@@ -107,7 +110,7 @@ for step in $steps; do
             record ctest FAIL "GPU tests skipped on a GPU machine; $detail"
         else record ctest PASS "$detail"; fi
         ;;
-    portable | hopper)
+    portable | hopper | decode)
         log="$out/gpu-$step.log"
         if [ "$step" = hopper ] && [ "$sm" != 90 ]; then
             record hopper SKIP "device is sm_${sm:-unknown}, the Hopper kernel needs sm_90"
@@ -123,15 +126,15 @@ for step in $steps; do
             record "$step" SKIP "compute-sanitizer not on PATH"
             continue
         fi
-        echo "== compute-sanitizer --tool $step, [sanitize] subset -> $log"
+        echo "== compute-sanitizer --tool $step, [sanitize] + [serving-sanitize] -> $log"
         : >"$log"
-        kernels="portable"
-        [ "$sm" = 90 ] && kernels="portable hopper"
+        kernels="portable decode"
+        [ "$sm" = 90 ] && kernels="portable decode hopper"
         worst=0
         for k in $kernels; do
             echo "---- FMHA_TEST_KERNEL=$k" >>"$log"
             FMHA_TEST_KERNEL=$k "$sanitizer" --tool "$step" --error-exitcode 99 \
-                "$gpu_bin" "[sanitize]" >>"$log" 2>&1
+                "$gpu_bin" "[sanitize],[serving-sanitize]" >>"$log" 2>&1
             rc=$?
             echo "---- exit $rc" >>"$log"
             [ "$rc" -ne 0 ] && worst=$rc
@@ -166,7 +169,8 @@ for step in $steps; do
         # The Python binding's GPU tests against torch SDPA (needs torch there).
         log="$out/pytest.log"
         echo "== Python GPU tests -> $log"
-        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" python3 -m pytest bindings/python/tests \
+        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
+            python3 -m pytest bindings/python/tests \
             -q -m gpu -p no:cacheprovider >"$log" 2>&1
         rc=$?
         detail=$(grep -E '^[0-9]+ (passed|failed)' "$log" | tail -n 1)
@@ -184,8 +188,19 @@ for step in $steps; do
         if [ "$rc" -eq 0 ]; then record bench PASS "${detail:-no median line}"
         else record bench FAIL "exit $rc; see $log"; fi
         ;;
+    bench-serving)
+        # Decode, paged, multi-token, hd512 and varlen beside cuDNN (or dense).
+        log="$out/bench-serving.log"
+        echo "== serving benchmark (${FMHA_BENCH_SERVING_ARGS:---quick}) -> $log"
+        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
+            python3 tests/bench/bench_serving.py ${FMHA_BENCH_SERVING_ARGS:---quick} >"$log" 2>&1
+        rc=$?
+        detail=$(grep -E '^bars met' "$log" | tail -n 1)
+        if [ "$rc" -eq 0 ]; then record bench-serving PASS "${detail:-no summary line}"
+        else record bench-serving FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+        ;;
     *)
-        record "$step" FAIL "unknown step (known: ctest portable hopper memcheck racecheck demo pytest bench)"
+        record "$step" FAIL "unknown step (known: ctest portable hopper decode memcheck racecheck demo pytest bench bench-serving)"
         ;;
     esac
 done

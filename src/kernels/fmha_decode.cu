@@ -111,23 +111,23 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // K and V rows of tile i into stage s; keys at or past n_end are zero-filled.
     // A thread copies one 16-byte column chunk of every kRowsPerPass-th row,
     // so a row's (paged) address is computed once for its K and V. Paged
-    // caches look up the block table one tile ahead (`pages`), so the
-    // lookup's latency hides under a tile of work instead of delaying the
-    // copies.
+    // caches load their block-table entries one tile ahead (`pages`, raw
+    // entries: nothing depends on them until the copies), so the lookup's
+    // latency hides under a tile of work instead of delaying the copies.
     constexpr int kRowsPerPass = Cfg::kThreads / Cfg::kChunks;
     constexpr int kRowsPerThread = (BN + kRowsPerPass - 1) / kRowsPerPass;
     const int chunk = threadIdx.x % Cfg::kChunks;
     const int row_in_pass = threadIdx.x / Cfg::kChunks;
     const bool copies = row_in_pass < kRowsPerPass;
     const bool paged = k_rows.table != nullptr;
-    int2 pages[kRowsPerThread];
+    int pages[kRowsPerThread];
     auto look_up_pages = [&](int i) {
         if (!paged || !copies) return;
         const int j0 = key0 + i * BN;
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
             const int j = j0 + row_in_pass + k * kRowsPerPass;
-            pages[k] = j < n_end ? k_rows.page_slot(j) : make_int2(0, 0);
+            pages[k] = j < n_end ? __ldg(k_rows.table + k_rows.block_of(j)) : 0;
         }
     };
     auto load_tile = [&](int i, int s) {
@@ -143,8 +143,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             const T *ks = k_rows.base, *vs = v_rows.base;
             if (valid) {
                 if (paged) {
-                    ks = k_rows.at(pages[k]) + chunk * 8;
-                    vs = v_rows.at(pages[k]) + chunk * 8;
+                    const int2 slot = k_rows.slot_of(pages[k], j0 + r);
+                    ks = k_rows.at(slot) + chunk * 8;
+                    vs = v_rows.at(slot) + chunk * 8;
                 } else {
                     ks = k_rows.base + int64_t(j0 + r) * k_rows.seq_stride + chunk * 8;
                     vs = v_rows.base + int64_t(j0 + r) * v_rows.seq_stride + chunk * 8;

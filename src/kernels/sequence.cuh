@@ -67,14 +67,19 @@ struct KvRows {
     const int32_t *table;    // this sequence's block-table row, or null
     int page_size, page_shift, num_pages;
 
-    // Page of key j and its row in the page (paged caches only). K and V
-    // share the block table, so one lookup serves both.
-    __device__ __forceinline__ int2 page_slot(int j) const {
-        const int block = page_shift >= 0 ? j >> page_shift : j / page_size;
-        const int in_page = page_shift >= 0 ? j & (page_size - 1) : j - block * page_size;
+    // Block-table column of key j, and (page, row in page) of key j from the
+    // table entry of that column (paged caches only). K and V share the
+    // block table, so one lookup serves both.
+    __device__ __forceinline__ int block_of(int j) const {
+        return page_shift >= 0 ? j >> page_shift : j / page_size;
+    }
+    __device__ __forceinline__ int2 slot_of(int entry, int j) const {
+        const int in_page = page_shift >= 0 ? j & (page_size - 1) : j % page_size;
         // Out-of-range entries are clamped: a broken table never faults.
-        const int page = min(max(__ldg(table + block), 0), num_pages - 1);
-        return make_int2(page, in_page);
+        return make_int2(min(max(entry, 0), num_pages - 1), in_page);
+    }
+    __device__ __forceinline__ int2 page_slot(int j) const {
+        return slot_of(__ldg(table + block_of(j)), j);
     }
     __device__ __forceinline__ const T *at(int2 slot) const {
         return base + int64_t(slot.x) * page_stride + int64_t(slot.y) * seq_stride;

@@ -1,5 +1,7 @@
 #include "fmha_test/runner.h"
 
+#include "fmha_test/gpu.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,9 +48,7 @@ std::string Case::name() const {
                   (long long)seqlen_k, mask_name(mask), layout_name(layout),
                   write_lse ? " lse" : "", scale, broadcast_kv ? " kv-batch-stride-0" : "",
                   features,
-                  kernel == FMHA_KERNEL_AUTO       ? "auto"
-                  : kernel == FMHA_KERNEL_PORTABLE ? "portable"
-                                                   : "hopper",
+                  kernel_family_name(kernel),
                   (unsigned long long)seed);
     return buf;
 }

@@ -53,6 +53,8 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     f.mask = p.mask;
     f.window_left = p.window_left;
     f.window_right = p.window_right;
+    f.total_q = static_cast<int32_t>(p.total_q);
+    f.total_k = static_cast<int32_t>(p.total_k);
     // LSE is [batch, heads, seqlen_q], or [heads, total_q] for packed rows.
     f.lse_batch_stride = p.varlen_q ? 0 : p.num_q_heads * p.seqlen_q;
     f.lse_head_stride = p.varlen_q ? p.total_q : p.seqlen_q;

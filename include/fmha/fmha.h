@@ -124,7 +124,9 @@ typedef enum fmha_dtype {
  *  TOP_LEFT:     j <= i                          (aligned at the start)
  *  BOTTOM_RIGHT: j <= i + seqlen_k - seqlen_q    (aligned at the end: the
  *                last query sees every key; the usual decode convention)
- *  A row that sees no key gives O = 0 and LSE = -inf. */
+ *  With variable lengths (varlen, seqused_k, paged) seqlen_q and seqlen_k
+ *  here are the sequence's own lengths. A row that sees no key gives O = 0
+ *  and LSE = -inf. */
 typedef enum fmha_mask {
     FMHA_MASK_NONE = 0,
     FMHA_MASK_CAUSAL_TOP_LEFT = 1,
@@ -171,20 +173,27 @@ typedef struct fmha_strides {
  *  starting at 0, non-decreasing, at most total_q). Row r of a packed tensor
  *  is at base + r*seq + h*head (the batch stride is not used). seqlen_q is the
  *  maximum length and no sequence may be longer (the rows of one that is are
- *  left unspecified; nothing outside O's rows is written). Zero-length
- *  sequences are allowed; rows past cu_seqlens_q[batch] are not touched. With FMHA_FLAG_WRITE_LSE
+ *  left unspecified). Zero-length sequences are allowed; rows past
+ *  cu_seqlens_q[batch] are not touched. Entries outside [0, total_q] are
+ *  clamped into it: a broken array gives wrong rows, never an access outside
+ *  Q or O. total_q may be a capacity (any value >= cu_seqlens_q[batch]), so
+ *  one plan serves every batch composition up to it. With FMHA_FLAG_WRITE_LSE
  *  the LSE is float32 [num_q_heads, total_q]. */
 #define FMHA_FLAG_VARLEN_Q 0x4u
 /** Variable-length keys (version 3): fmha_tensors.cu_seqlens_k (int32,
  *  batch+1 entries) gives each sequence's key count as a difference, and
  *  without FMHA_FLAG_PAGED_KV also its rows of K and V packed
- *  [total_k, kv_heads, dim]. seqlen_k is the maximum length; a longer
- *  sequence uses only its first seqlen_k keys. */
+ *  [total_k, kv_heads, dim] (entries clamped to [0, total_k], as for Q).
+ *  seqlen_k is the maximum length; a longer sequence uses only its first
+ *  seqlen_k keys. Masks and windows use each sequence's own lengths: the
+ *  bottom-right diagonal of sequence b is len_k(b) - len_q(b). Key rows a
+ *  sequence does not use may hold anything (NaN included). */
 #define FMHA_FLAG_VARLEN_K 0x8u
 /** Keys used per sequence (version 3): fmha_tensors.seqused_k (int32, batch
- *  entries) says how many keys sequence b uses; it overrides the length
- *  from cu_seqlens_k or seqlen_k and must not exceed it (larger values are
- *  clamped to seqlen_k). */
+ *  entries) says how many keys sequence b uses (e.g. the filled part of a
+ *  cache). It overrides the length from cu_seqlens_k or seqlen_k; a larger
+ *  value is clamped to seqlen_k and, for packed K/V, to the sequence's
+ *  cu_seqlens_k length. */
 #define FMHA_FLAG_SEQUSED_K 0x10u
 /** Paged KV cache (version 3): K and V are [num_pages, page_size,
  *  kv_heads, dim] with k_strides.batch / v_strides.batch the page stride.
@@ -426,7 +435,10 @@ FMHA_API fmha_status fmha_check_block_table(const fmha_descriptor *desc,
  *  FMHA_FLAG_WRITE_LSE), combine into the exact attention over the union:
  *  O = sum_p exp(LSE_p - LSE) O_p with LSE = log sum_p exp(LSE_p). A part
  *  whose LSE is -inf (it saw no key) contributes nothing; a row no part saw
- *  gives O = 0 and LSE = -inf. */
+ *  gives O = 0 and LSE = -inf. The O of a part whose LSE is -inf is not
+ *  read, so it may hold anything. fmha_plan_get_info on a merge plan
+ *  reports kernel_family AUTO, the merge kernel's name and num_splits =
+ *  num_parts. */
 typedef struct fmha_merge_descriptor {
     uint32_t version;      /**< FMHA_MERGE_DESCRIPTOR_VERSION. */
     int32_t dtype;         /**< fmha_dtype of the parts' O and of the output O. */

@@ -49,6 +49,8 @@ struct FwdParams {
     int32_t mask;                 // fmha_mask
     int32_t window_left;          // -1: unbounded
     int32_t window_right;
+    int32_t total_q;              // rows of packed Q/O (varlen), for clamping cu_seqlens
+    int32_t total_k;              // rows of packed K/V (varlen, unpaged)
     int32_t reserved;
     int64_t lse_batch_stride;     // LSE element (b, h, row): b*batch + h*head + row
     int64_t lse_head_stride;

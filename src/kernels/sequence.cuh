@@ -27,17 +27,32 @@ __device__ __forceinline__ Sequence sequence_of(const FwdParams &p, int b) {
     Sequence s;
     s.q_row0 = 0;
     s.len_q = p.seqlen_q;
+    // Device-side lengths are trusted only within the tensors: a cu_seqlens
+    // entry outside [0, total] is clamped, so a broken array gives a wrong
+    // result but never an access outside Q, K, V or O.
     if (p.cu_seqlens_q != nullptr) {
-        s.q_row0 = p.cu_seqlens_q[b];
-        s.len_q = min(max(p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], 0), p.seqlen_q);
+        const int begin = min(max(p.cu_seqlens_q[b], 0), p.total_q);
+        const int end = min(max(p.cu_seqlens_q[b + 1], begin), p.total_q);
+        s.q_row0 = begin;
+        s.len_q = min(end - begin, p.seqlen_q);
     }
     s.k_row0 = 0;
     int len_k = p.seqlen_k;
     if (p.cu_seqlens_k != nullptr) {
-        len_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
-        if (p.block_table == nullptr) s.k_row0 = p.cu_seqlens_k[b];
+        int begin = p.cu_seqlens_k[b], end = p.cu_seqlens_k[b + 1];
+        if (p.block_table == nullptr) {  // packed K/V: rows of this sequence
+            begin = min(max(begin, 0), p.total_k);
+            end = min(max(end, begin), p.total_k);
+            s.k_row0 = begin;
+        }
+        len_k = end - begin;
     }
-    if (p.seqused_k != nullptr) len_k = p.seqused_k[b];
+    if (p.seqused_k != nullptr) {
+        // Never past the sequence's own packed rows.
+        len_k = p.cu_seqlens_k != nullptr && p.block_table == nullptr
+                    ? min(p.seqused_k[b], len_k)
+                    : p.seqused_k[b];
+    }
     s.len_k = min(max(len_k, 0), p.seqlen_k);
     // The diagonal of row i is i + diag (fmha.h: top-left, else bottom-right).
     const int64_t diag = p.mask == 1 ? 0 : int64_t(s.len_k) - s.len_q;

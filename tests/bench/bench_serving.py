@@ -33,6 +33,7 @@ adapter (kvcache_args, varlen_args, dense_args) builds it.
 from __future__ import annotations
 
 import argparse
+import os
 import datetime
 import random
 import statistics
@@ -948,6 +949,10 @@ SECTION_FUNCS = {"decode": section_decode, "paged": section_paged, "decode-t": s
 
 
 def git_head() -> str:
+    # FMHA_COMMIT names the build's commit where the checkout's .git is not it
+    # (a copied working tree).
+    if os.environ.get("FMHA_COMMIT"):
+        return os.environ["FMHA_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               timeout=5).stdout.strip() or "?"

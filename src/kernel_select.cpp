@@ -19,7 +19,8 @@ static fmha_status need_image(const char *family, int sm) {
 fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     const int sm = dev.sm;
     const bool hopper_device = sm == 90;
-    if (p.kernel == FMHA_KERNEL_DECODE || (p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p))) {
+    const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, dev);
+    if (p.kernel == FMHA_KERNEL_DECODE || auto_decode) {
         FMHA_TRY(need_image("decode", sm));
         FMHA_TRY(need_image("combine", sm));
         return decode_configure(p, dev, out);

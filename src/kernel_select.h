@@ -42,7 +42,8 @@ fmha_status portable_configure(const Problem &p, KernelChoice *out);
 fmha_status sm90_configure(const Problem &p, KernelChoice *out);
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // True when AUTO should use the decode kernel: few query rows per KV head,
-// head_dim 512, or an explicit split count.
-bool prefers_decode(const Problem &p);
+// head_dim 512, an explicit split count, or a multi-token decode whose
+// prefill grid would leave most SMs idle.
+bool prefers_decode(const Problem &p, const DeviceLimits &dev);
 
 }  // namespace fmha

@@ -21,9 +21,14 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
     const bool hopper_device = sm == 90;
     const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, dev);
     if (p.kernel == FMHA_KERNEL_DECODE || auto_decode) {
-        FMHA_TRY(need_image("decode", sm));
-        FMHA_TRY(need_image("combine", sm));
-        return decode_configure(p, dev, out);
+        fmha_status st = need_image("decode", sm);
+        if (st == FMHA_STATUS_SUCCESS) st = need_image("combine", sm);
+        if (st == FMHA_STATUS_SUCCESS) st = decode_configure(p, dev, out);
+        // Only the decode kernel does head_dim 512 and split-KV; otherwise AUTO
+        // falls back (e.g. a device with too little shared memory per block).
+        if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512 || p.num_splits >= 2)
+            return st;
+        clear_error();
     }
     if (p.kernel == FMHA_KERNEL_HOPPER) {
         if (!hopper_device)

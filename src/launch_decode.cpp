@@ -22,16 +22,27 @@ constexpr int64_t kDecodeMaxRowsSplitting = 256;
 // than the parallelism gains.
 constexpr int64_t kMinKeysPerSplit = 256;
 
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim) {
-    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
+    static const char *const kNames[2][2][5] = {
+        {{"fmha_decode_fp16_hd64", "fmha_decode_fp16_hd96", "fmha_decode_fp16_hd128",
+          "fmha_decode_fp16_hd256", "fmha_decode_fp16_hd512"},
+         {"fmha_decode_paged_fp16_hd64", "fmha_decode_paged_fp16_hd96",
+          "fmha_decode_paged_fp16_hd128", "fmha_decode_paged_fp16_hd256",
+          "fmha_decode_paged_fp16_hd512"}},
+        {{"fmha_decode_bf16_hd64", "fmha_decode_bf16_hd96", "fmha_decode_bf16_hd128",
+          "fmha_decode_bf16_hd256", "fmha_decode_bf16_hd512"},
+         {"fmha_decode_paged_bf16_hd64", "fmha_decode_paged_bf16_hd96",
+          "fmha_decode_paged_bf16_hd128", "fmha_decode_paged_bf16_hd256",
+          "fmha_decode_paged_bf16_hd512"}}};
+    int index = -1;
     switch (head_dim) {
-    case 64: return bf16 ? "fmha_decode_bf16_hd64" : "fmha_decode_fp16_hd64";
-    case 96: return bf16 ? "fmha_decode_bf16_hd96" : "fmha_decode_fp16_hd96";
-    case 128: return bf16 ? "fmha_decode_bf16_hd128" : "fmha_decode_fp16_hd128";
-    case 256: return bf16 ? "fmha_decode_bf16_hd256" : "fmha_decode_fp16_hd256";
-    case 512: return bf16 ? "fmha_decode_bf16_hd512" : "fmha_decode_fp16_hd512";
+    case 64: index = 0; break;
+    case 96: index = 1; break;
+    case 128: index = 2; break;
+    case 256: index = 3; break;
+    case 512: index = 4; break;
     }
-    return nullptr;
+    return index < 0 ? nullptr : kNames[dtype == FMHA_DTYPE_BF16][paged][index];
 }
 
 int64_t group_size(const Problem &p) { return p.num_q_heads / p.num_kv_heads; }
@@ -164,11 +175,11 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     KernelChoice c;
     c.family = FMHA_KERNEL_DECODE;
     c.image_family = "decode";
-    c.kernel_name = kernel_name(p.dtype, p.head_dim);
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, p.paged_kv);
     c.tile_m = kDecodeRows;
-    c.tile_n = decode_tile(d).block_n;
-    c.threads = decode_threads(d);
-    c.smem_bytes = decode_smem_bytes(d);
+    c.tile_n = decode_tile(d, p.paged_kv).block_n;
+    c.threads = decode_threads(d, p.paged_kv);
+    c.smem_bytes = decode_smem_bytes(d, p.paged_kv);
     if (dev.max_smem > 0 && c.smem_bytes > dev.max_smem)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the decode kernel for head_dim %d needs %d bytes of shared memory; "

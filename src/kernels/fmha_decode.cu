@@ -22,14 +22,14 @@
 
 namespace fmha::decode {
 
-template <int D>
+template <int D, bool kPaged>
 struct Config {
-    static constexpr DecodeTile kTile = decode_tile(D);
+    static constexpr DecodeTile kTile = decode_tile(D, kPaged);
     static constexpr int BM = kDecodeRows;
     static constexpr int BN = kTile.block_n;
     static constexpr int kStages = kTile.stages;
     static constexpr int kDSplit = kTile.d_split;
-    static constexpr int kThreads = decode_threads(D);
+    static constexpr int kThreads = decode_threads(D, kPaged);
     static constexpr int kWarps = kThreads / 32;
     static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
     static constexpr int kDv = D / kDSplit;              // O columns per warp
@@ -54,9 +54,9 @@ __device__ __forceinline__ PackedRow packed_row(int m_tile, int r, int kv_head, 
     return {pr / group, kv_head * group + pr % group};
 }
 
-template <bool kBf16, int D>
+template <bool kBf16, int D, bool kPaged>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
-    using Cfg = Config<D>;
+    using Cfg = Config<D, kPaged>;
     using T = typename Elem<kBf16>::T;
     constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
     const FwdParams &p = dp.fwd;
@@ -354,20 +354,22 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 
 }  // namespace fmha::decode
 
-// Entry points, one per (dtype, head_dim); named in launch_decode.cpp.
-#define FMHA_DECODE_ENTRY(name, bf16, d)                                               \
-    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d))              \
+// Entry points, one per (dtype, head_dim, cache kind); named in
+// launch_decode.cpp. The paged ones differ only in their tile traits.
+#define FMHA_DECODE_ENTRY(name, bf16, d, paged)                                        \
+    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, paged))       \
         name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, d>(p);                                              \
+        fmha::decode::decode<bf16, d, paged>(p);                                       \
     }
 
-FMHA_DECODE_ENTRY(fmha_decode_bf16_hd64, true, 64)
-FMHA_DECODE_ENTRY(fmha_decode_bf16_hd96, true, 96)
-FMHA_DECODE_ENTRY(fmha_decode_bf16_hd128, true, 128)
-FMHA_DECODE_ENTRY(fmha_decode_bf16_hd256, true, 256)
-FMHA_DECODE_ENTRY(fmha_decode_bf16_hd512, true, 512)
-FMHA_DECODE_ENTRY(fmha_decode_fp16_hd64, false, 64)
-FMHA_DECODE_ENTRY(fmha_decode_fp16_hd96, false, 96)
-FMHA_DECODE_ENTRY(fmha_decode_fp16_hd128, false, 128)
-FMHA_DECODE_ENTRY(fmha_decode_fp16_hd256, false, 256)
-FMHA_DECODE_ENTRY(fmha_decode_fp16_hd512, false, 512)
+#define FMHA_DECODE_ENTRIES(d)                                                         \
+    FMHA_DECODE_ENTRY(fmha_decode_bf16_hd##d, true, d, false)                          \
+    FMHA_DECODE_ENTRY(fmha_decode_fp16_hd##d, false, d, false)                         \
+    FMHA_DECODE_ENTRY(fmha_decode_paged_bf16_hd##d, true, d, true)                     \
+    FMHA_DECODE_ENTRY(fmha_decode_paged_fp16_hd##d, false, d, true)
+
+FMHA_DECODE_ENTRIES(64)
+FMHA_DECODE_ENTRIES(96)
+FMHA_DECODE_ENTRIES(128)
+FMHA_DECODE_ENTRIES(256)
+FMHA_DECODE_ENTRIES(512)

@@ -100,6 +100,7 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
                           CUstream stream) {
     const Problem &p = plan.problem;
     const KernelChoice &c = plan.choice;
+    if (p.q_rows() == 0) return FMHA_STATUS_SUCCESS;  // packed Q with no rows: nothing to do
     DecodeParams dp{};
     dp.fwd = make_fwd_params(p, t, kDecodeRows);
     dp.q_rows = p.q_rows();

@@ -544,3 +544,104 @@ TEST_CASE("fake driver: plans created and run from many threads", "[cpu][fake-dr
     CHECK(f.stats().launches == launches + 2 * kThreads * kIters);
     CHECK(f.stats().primary_retained == retained + 1);  // only `shared` still holds one
 }
+
+// The decode family's host side: entry-point names exist in the embedded
+// images (the fake looks them up), the launch matches the plan's info, a
+// split plan enqueues decode + combine, and AUTO falls back when the decode
+// kernel does not fit a device's shared memory.
+TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
+          "[cpu][fake-driver][run][decode]") {
+    for (int sm : {80, 90}) {
+        for (bool paged : {false, true})
+            for (int64_t hd : {64, 96, 128, 256, 512})
+                for (int splits : {1, 4}) {
+                    Fake &f = fresh_fake(sm);
+                    fmha_descriptor d = make_desc(FMHA_DTYPE_FP16, hd, Layout::BSHD, 1, 4096);
+                    d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+                    d.kernel = FMHA_KERNEL_DECODE;
+                    d.num_splits = splits;
+                    if (paged) {
+                        d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+                        d.page_size = 16;
+                        d.max_pages_per_seq = 256;
+                        d.num_pages = 3 * 256;
+                        REQUIRE(fmha_strides_bshd(&d.k_strides, 16, 2, hd) == FMHA_STATUS_SUCCESS);
+                        d.v_strides = d.k_strides;
+                    }
+                    Plan plan;
+                    fmha_status cst = create(plan, d);
+                    INFO("sm " << sm << (paged ? " paged" : " contiguous") << " hd " << hd
+                               << " splits " << splits << ": " << fmha_last_error_message());
+                    if (cst == FMHA_STATUS_NO_KERNEL_IMAGE) continue;
+                    REQUIRE(cst == FMHA_STATUS_SUCCESS);
+                    const fmha_plan_info i = info_of(plan.p);
+                    INFO("kernel " << i.kernel_name);
+                    CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
+                    CHECK(i.num_splits == splits);
+                    CHECK((std::string(i.kernel_name).find("_paged_") != std::string::npos) == paged);
+                    CHECK((i.workspace_bytes > 0) == (splits > 1));
+                    fmha_tensors t = fake_tensors();
+                    t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
+                    t.seqused_k = reinterpret_cast<const int32_t *>(g_fake_memory + 1792);
+                    const fake_cuda_stats before = f.stats();
+                    f.set_in_run(1);
+                    const fmha_status st =
+                        fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr);
+                    f.set_in_run(0);
+                    INFO(fmha_status_string(st) << ": " << fmha_last_error_message());
+                    REQUIRE(st == FMHA_STATUS_SUCCESS);
+                    const fake_cuda_stats after = f.stats();
+                    CHECK(after.calls_in_run_not_allowed == 0);
+                    CHECK(after.launches == before.launches + (splits > 1 ? 2 : 1));
+                    if (splits == 1) {
+                        fake_cuda_launch l;
+                        REQUIRE(f.last_launch(&l) == 1);
+                        CHECK(std::string(l.kernel) == i.kernel_name);
+                        CHECK(int(l.shared_bytes) == i.shared_memory_bytes);
+                        CHECK(l.block[0] == unsigned(i.threads_per_cta));
+                        // (split, 16-row tiles x KV heads, batch): 1 row x 4 heads per KV head.
+                        CHECK(l.grid[0] == 1u);
+                        CHECK(l.grid[1] == 2u);
+                        CHECK(l.grid[2] == 3u);
+                    } else {
+                        fake_cuda_launch l;
+                        REQUIRE(f.last_launch(&l) == 1);
+                        CHECK(std::string(l.kernel).find("fmha_combine_splits_fp16") == 0);
+                        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == 3u * 8u);  // (row, head) pairs
+                    }
+                }
+    }
+}
+
+TEST_CASE("fake driver: packed Q with no rows runs nothing", "[cpu][fake-driver][run][decode]") {
+    Fake &f = fresh_fake(90);
+    fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 2048);
+    d.flags |= FMHA_FLAG_VARLEN_Q;
+    d.total_q = 0;
+    d.num_splits = 4;
+    d.q_strides.batch = d.o_strides.batch = 0;
+    Plan plan;
+    REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+    const fmha_plan_info i = info_of(plan.p);
+    fmha_tensors t = fake_tensors();
+    t.cu_seqlens_q = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
+    const int launches = f.stats().launches;
+    CHECK(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
+          FMHA_STATUS_SUCCESS);
+    CHECK(f.stats().launches == launches);
+}
+
+TEST_CASE("fake driver: AUTO leaves the decode kernel when it does not fit the device",
+          "[cpu][fake-driver][decode]") {
+    Fake &f = fresh_fake(80);
+    f.configure("smem_optin", 99 * 1024);  // sm_86/89/120-class shared memory
+    fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 4096);
+    Plan plan;
+    REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+    CHECK(info_of(plan.p).kernel_family == FMHA_KERNEL_PORTABLE);
+    // Forced, or only the decode kernel can do it: a clear NOT_SUPPORTED.
+    d.kernel = FMHA_KERNEL_DECODE;
+    Plan forced;
+    CHECK(create(forced, d) == FMHA_STATUS_NOT_SUPPORTED);
+    CHECK(std::string(fmha_last_error_message()).find("shared memory") != std::string::npos);
+}

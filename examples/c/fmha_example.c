@@ -1,9 +1,11 @@
 /*
  * fmha_example: the CPU-side path of libfmha from plain C99.
  *
- * Describes a small causal GQA problem, asks whether it is supported, and,
- * when a CUDA driver and device are present, creates a plan and prints what
- * it chose. It allocates no device memory and needs no CUDA header or
+ * Describes a small causal GQA prefill and a paged-KV decode step (the
+ * serving form: one new token per sequence against a vLLM-style cache of
+ * 16-row pages), asks whether they are supported, checks a block table on
+ * the host, and, when a CUDA driver and device are present, creates the
+ * plans and prints what they chose (kernel, split count, workspace). It allocates no device memory and needs no CUDA header or
  * runtime: libfmha loads the driver itself.
  *
  * Exit status: 0 when everything that could be tried on this machine
@@ -17,6 +19,82 @@ static int fail(const char *what, fmha_status s)
     fprintf(stderr, "%s failed: %s: %s\n", what, fmha_status_string(s),
             fmha_last_error_message());
     return 1;
+}
+
+enum { kBatch = 4, kPageSize = 16, kMaxPages = 64 };
+
+/* Decode: Q [4, 1, 32, 128] against K/V caches [256 pages, 16, 8, 128] read
+ * through a block table [4, 64]; sequence lengths come from seqused_k. */
+static fmha_status describe_paged_decode(fmha_descriptor *d)
+{
+    fmha_status s = fmha_descriptor_init(d, FMHA_DESCRIPTOR_VERSION);
+    if (s != FMHA_STATUS_SUCCESS) return s;
+    d->batch = kBatch;
+    d->num_q_heads = 32;
+    d->num_kv_heads = 8;
+    d->seqlen_q = 1;
+    d->seqlen_k = kPageSize * kMaxPages; /* the longest a sequence may be */
+    d->head_dim = 128;
+    d->mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    d->flags = FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+    d->page_size = kPageSize;
+    d->num_pages = kBatch * kMaxPages;
+    d->max_pages_per_seq = kMaxPages;
+    d->num_splits = 0; /* automatic */
+    if ((s = fmha_strides_bshd(&d->q_strides, 1, 32, 128)) != FMHA_STATUS_SUCCESS ||
+        (s = fmha_strides_bshd(&d->o_strides, 1, 32, 128)) != FMHA_STATUS_SUCCESS ||
+        /* A page is a [page_size, kv_heads, head_dim] block: its "batch" stride. */
+        (s = fmha_strides_bshd(&d->k_strides, kPageSize, 8, 128)) != FMHA_STATUS_SUCCESS)
+        return s;
+    d->v_strides = d->k_strides;
+    return FMHA_STATUS_SUCCESS;
+}
+
+/* The serving path on the host: the descriptor, then a host copy of the
+ * block table checked against it (entries in [0, num_pages)). */
+static int check_paged_decode(void)
+{
+    fmha_descriptor d;
+    int32_t table[kBatch][kMaxPages];
+    int32_t lengths[kBatch] = {1, 17, 500, kPageSize * kMaxPages};
+    int b, i;
+    fmha_status s = describe_paged_decode(&d);
+    if (s != FMHA_STATUS_SUCCESS) return fail("describe_paged_decode", s);
+    s = fmha_check_support(&d, FMHA_SM_ANY);
+    printf("paged decode check_support(any sm): %s\n", fmha_status_string(s));
+    if (s != FMHA_STATUS_SUCCESS) return fail("fmha_check_support", s);
+    for (b = 0; b < kBatch; ++b) /* pages of sequence b, interleaved with the others */
+        for (i = 0; i < kMaxPages; ++i) table[b][i] = i * kBatch + b;
+    s = fmha_check_block_table(&d, &table[0][0], lengths);
+    printf("block table: %s\n", fmha_status_string(s));
+    if (s != FMHA_STATUS_SUCCESS) return fail("fmha_check_block_table", s);
+    table[2][40] = -1; /* not used by sequence 2 (500 keys = 32 pages): still valid */
+    table[2][3] = (int32_t)d.num_pages; /* used: rejected, naming the entry */
+    s = fmha_check_block_table(&d, &table[0][0], lengths);
+    printf("block table with a bad entry: %s (%s)\n", fmha_status_string(s),
+           fmha_last_error_message());
+    return s == FMHA_STATUS_INVALID_ARGUMENT ? 0 : 1;
+}
+
+/* With a device: the plan AUTO picks for the decode step. */
+static int plan_paged_decode(void)
+{
+    fmha_descriptor d;
+    fmha_plan *plan = NULL;
+    fmha_plan_info info;
+    fmha_status s = describe_paged_decode(&d);
+    if (s == FMHA_STATUS_SUCCESS) s = fmha_create_plan(&plan, &d);
+    if (s != FMHA_STATUS_SUCCESS) return fail("fmha_create_plan (paged decode)", s);
+    if ((s = fmha_plan_info_init(&info, FMHA_PLAN_INFO_VERSION)) != FMHA_STATUS_SUCCESS ||
+        (s = fmha_plan_get_info(plan, &info)) != FMHA_STATUS_SUCCESS) {
+        fmha_destroy_plan(plan);
+        return fail("plan query", s);
+    }
+    printf("paged decode plan: kernel %s, %d split(s), %lu B workspace\n",
+           info.kernel_name ? info.kernel_name : "?", (int)info.num_splits,
+           (unsigned long)info.workspace_bytes);
+    fmha_destroy_plan(plan);
+    return 0;
 }
 
 int main(void)
@@ -61,6 +139,7 @@ int main(void)
     s = fmha_check_support(&d, FMHA_SM_ANY);
     printf("check_support(any sm): %s\n", fmha_status_string(s));
     if (s != FMHA_STATUS_SUCCESS) return fail("fmha_check_support", s);
+    if (check_paged_decode() != 0) return 1;
 
     s = fmha_driver_version(&driver);
     if (s == FMHA_STATUS_NO_DRIVER) {
@@ -95,5 +174,5 @@ int main(void)
            (int)info.tile_m, (int)info.tile_n, (int)info.threads_per_cta,
            (int)info.shared_memory_bytes, (unsigned long)ws);
     fmha_destroy_plan(plan);
-    return 0;
+    return plan_paged_decode();
 }

@@ -1058,6 +1058,16 @@ std::vector<ServingCase> paged_suite() {
         c.k_lens = {3010, 70};
         v.push_back(c);
     }
+    {  // hd96 decode over 16-row pages (the paged tile traits, a non-power-of-2 dim)
+        ServingCase c = shape(FMHA_DTYPE_BF16, 96, 8, 2);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.q_lens.assign(3, 1);
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.seqused = {700, 1, 333};
+        c.k_lens = {710, 16, 340};
+        v.push_back(c);
+    }
     {  // dense Q, no seqused, no cu_seqlens_k: seqlen_k keys for every sequence
         ServingCase c = shape(FMHA_DTYPE_FP16, 256, 8, 8);
         c.q_lens.assign(3, 4);

@@ -61,6 +61,19 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     return f;
 }
 
+// A failed launch: a stream of another context is the caller's mistake,
+// anything else the driver's.
+static fmha_status launch_result(const Driver &drv, CUresult res, const char *call,
+                                 const char *kernel_name) {
+    if (res == CUDA_SUCCESS) return FMHA_STATUS_SUCCESS;
+    driver_fail(drv, res, call);
+    return fail(res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT
+                    ? FMHA_STATUS_CONTEXT_MISMATCH
+                    : FMHA_STATUS_DRIVER_ERROR,
+                "launching %s: %s (is the stream from the plan's context?)", kernel_name,
+                fmha_last_error_message());
+}
+
 fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,
                              unsigned threads, CUstream stream, void *params,
                              const char *kernel_name) {
@@ -79,33 +92,18 @@ fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, un
     config.attrs = &attr;
     config.numAttrs = 1;
     void *args[] = {params};
-    CUresult res = drv.launch_kernel_ex(&config, fn, args, nullptr);
-    if (res != CUDA_SUCCESS) {
-        driver_fail(drv, res, "cuLaunchKernelEx");
-        return fail(res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT
-                        ? FMHA_STATUS_CONTEXT_MISMATCH
-                        : FMHA_STATUS_DRIVER_ERROR,
-                    "launching %s: %s (is the stream from the plan's context?)", kernel_name,
-                    fmha_last_error_message());
-    }
-    return FMHA_STATUS_SUCCESS;
+    return launch_result(drv, drv.launch_kernel_ex(&config, fn, args, nullptr),
+                         "cuLaunchKernelEx", kernel_name);
 }
 
 fmha_status launch(const Driver &drv, CUfunction fn, unsigned grid_x, unsigned grid_y,
                    unsigned grid_z, unsigned threads, unsigned smem_bytes, CUstream stream,
                    void *params, const char *kernel_name) {
     void *args[] = {params};
-    CUresult res = drv.launch_kernel(fn, grid_x, grid_y, grid_z, threads, 1, 1, smem_bytes,
-                                     stream, args, nullptr);
-    if (res != CUDA_SUCCESS) {
-        driver_fail(drv, res, "cuLaunchKernel");
-        return fail(res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT
-                        ? FMHA_STATUS_CONTEXT_MISMATCH
-                        : FMHA_STATUS_DRIVER_ERROR,
-                    "launching %s: %s (is the stream from the plan's context?)", kernel_name,
-                    fmha_last_error_message());
-    }
-    return FMHA_STATUS_SUCCESS;
+    return launch_result(drv,
+                         drv.launch_kernel(fn, grid_x, grid_y, grid_z, threads, 1, 1, smem_bytes,
+                                           stream, args, nullptr),
+                         "cuLaunchKernel", kernel_name);
 }
 
 }  // namespace fmha

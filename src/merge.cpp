@@ -1,11 +1,9 @@
 // fmha_create_merge_plan / fmha_run_merge: exact combination of partial
 // attention results (cascade and context-parallel attention). The kernel is
 // the split-KV combine of fmha_combine.cu with 16-bit parts.
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <new>
 
 #include "context.h"
@@ -15,58 +13,12 @@
 #include "kernels/params.h"
 #include "plan.h"
 #include "struct_versions.h"
+#include "validate.h"
 
 namespace fmha {
 namespace {
 
 static_assert(FMHA_MERGE_MAX_PARTS <= kMaxCombineParts, "combine kernel parameter arrays");
-
-fmha_status check_merge_strides(const char *tensor, const fmha_strides &s, const MergeProblem &m) {
-    if (s.dim != 1)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "merge_descriptor.%s.dim is %lld: the last dimension must be contiguous (1)",
-                    tensor, (long long)s.dim);
-    const struct {
-        const char *name;
-        int64_t value, extent;
-    } dims[] = {{"batch", s.batch, m.batch}, {"seq", s.seq, m.seqlen_q}, {"head", s.head, m.num_heads}};
-    for (const auto &d : dims) {
-        if (d.extent == 1) continue;
-        if (d.value < 0)
-            return fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "merge_descriptor.%s.%s is %lld: negative strides are not supported",
-                        tensor, d.name, (long long)d.value);
-        if (d.value % 8 != 0)
-            return fail(FMHA_STATUS_MISALIGNED,
-                        "merge_descriptor.%s.%s is %lld: must be a multiple of 8 elements",
-                        tensor, d.name, (long long)d.value);
-    }
-    return FMHA_STATUS_SUCCESS;
-}
-
-// Output rows must not overlap (the same rule as fmha_descriptor.o_strides).
-fmha_status check_output_overlap(const MergeProblem &m) {
-    struct Dim {
-        const char *name;
-        int64_t stride, extent;
-    } dims[] = {{"batch", m.o.batch, m.batch},
-                {"seq", m.o.seq, m.seqlen_q},
-                {"head", m.o.head, m.num_heads},
-                {"dim", 1, m.head_dim}};
-    std::sort(std::begin(dims), std::end(dims),
-              [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
-    int64_t span = 1;
-    for (const Dim &d : dims) {
-        if (d.extent == 1) continue;
-        if (d.stride < span)
-            return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                        "merge_descriptor.o_strides.%s is %lld: output rows would overlap "
-                        "(needs >= %lld)",
-                        d.name, (long long)d.stride, (long long)span);
-        span = d.stride * d.extent;
-    }
-    return FMHA_STATUS_SUCCESS;
-}
 
 fmha_status read_merge_descriptor(const fmha_merge_descriptor *d, MergeProblem *out) {
     if (d == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "merge descriptor is NULL");
@@ -103,11 +55,12 @@ fmha_status read_merge_descriptor(const fmha_merge_descriptor *d, MergeProblem *
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "merge_descriptor: batch x seqlen_q x num_heads is %lld, at most 2^31-1",
                     (long long)(m.batch * m.seqlen_q * m.num_heads));
-    FMHA_TRY(check_merge_strides("part_strides", d->part_strides, m));
-    FMHA_TRY(check_merge_strides("o_strides", d->o_strides, m));
+    const int64_t extents[3] = {m.batch, m.seqlen_q, m.num_heads};
+    FMHA_TRY(check_strides("merge_descriptor", "part_strides", d->part_strides, extents));
+    FMHA_TRY(check_strides("merge_descriptor", "o_strides", d->o_strides, extents));
     m.part = d->part_strides;
     m.o = d->o_strides;
-    FMHA_TRY(check_output_overlap(m));
+    FMHA_TRY(check_no_overlap("merge_descriptor", m.o, extents, m.head_dim));
     if (d->num_parts < 1 || d->num_parts > FMHA_MERGE_MAX_PARTS)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
                     "merge_descriptor.num_parts is %d: must be in [1, %d]", d->num_parts,

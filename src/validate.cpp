@@ -22,32 +22,6 @@ fmha_status check_positive(const char *field, int64_t value) {
     return FMHA_STATUS_SUCCESS;
 }
 
-// `extents` are the batch, seq and head sizes: the stride of a dimension of
-// size 1 is never followed, so it may be anything (frameworks report odd values).
-fmha_status check_strides(const char *tensor, const fmha_strides &s, const int64_t (&extents)[3]) {
-    if (s.dim != 1)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "descriptor.%s.dim is %lld: the last dimension must be contiguous (1)",
-                    tensor, (long long)s.dim);
-    const struct {
-        const char *name;
-        int64_t value;
-    } fields[] = {{"batch", s.batch}, {"seq", s.seq}, {"head", s.head}};
-    for (int i = 0; i < 3; ++i) {
-        const auto &f = fields[i];
-        if (extents[i] == 1) continue;
-        if (f.value < 0)
-            return fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "descriptor.%s.%s is %lld: negative strides are not supported", tensor,
-                        f.name, (long long)f.value);
-        if (f.value % kAlignElements != 0)
-            return fail(FMHA_STATUS_MISALIGNED,
-                        "descriptor.%s.%s is %lld: must be a multiple of 8 elements (16 bytes)",
-                        tensor, f.name, (long long)f.value);
-    }
-    return FMHA_STATUS_SUCCESS;
-}
-
 // A size-1 dimension's stride is never followed: store 0 so no kernel or
 // tensor map sees an odd value.
 fmha_strides normalized(fmha_strides s, const int64_t (&extents)[3]) {
@@ -55,31 +29,6 @@ fmha_strides normalized(fmha_strides s, const int64_t (&extents)[3]) {
     if (extents[1] == 1) s.seq = 0;
     if (extents[2] == 1) s.head = 0;
     return s;
-}
-
-// The output must not alias itself: sorted by stride, each dimension must
-// start past the end of the previous ones.
-fmha_status check_no_overlap(const Problem &p) {
-    struct Dim {
-        const char *name;
-        int64_t stride, extent;
-    } dims[] = {{"batch", p.o.batch, p.varlen_q ? 1 : p.batch},
-                {"seq", p.o.seq, p.varlen_q ? p.total_q : p.seqlen_q},
-                {"head", p.o.head, p.num_q_heads},
-                {"dim", 1, p.head_dim_v}};
-    std::sort(std::begin(dims), std::end(dims),
-              [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
-    int64_t span = 1;  // elements covered by the dims seen so far
-    for (const Dim &d : dims) {
-        if (d.extent == 1) continue;
-        if (d.stride < span)
-            return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                        "descriptor.o_strides.%s is %lld: output rows would overlap (needs >= "
-                        "%lld for this shape)",
-                        d.name, (long long)d.stride, (long long)span);
-        span = d.stride * d.extent;
-    }
-    return FMHA_STATUS_SUCCESS;
 }
 
 // A version-3 field that only applies under a flag must stay 0 without it,
@@ -158,6 +107,55 @@ fmha_status forced_kernel(fmha_kernel_family *kernel) {
 
 }  // namespace
 
+fmha_status check_strides(const char *owner, const char *tensor, const fmha_strides &s,
+                          const int64_t (&extents)[3]) {
+    if (s.dim != 1)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "%s.%s.dim is %lld: the last dimension must be contiguous (1)", owner, tensor,
+                    (long long)s.dim);
+    const struct {
+        const char *name;
+        int64_t value;
+    } fields[] = {{"batch", s.batch}, {"seq", s.seq}, {"head", s.head}};
+    for (int i = 0; i < 3; ++i) {
+        const auto &f = fields[i];
+        if (extents[i] == 1) continue;
+        if (f.value < 0)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "%s.%s.%s is %lld: negative strides are not supported", owner, tensor,
+                        f.name, (long long)f.value);
+        if (f.value % kAlignElements != 0)
+            return fail(FMHA_STATUS_MISALIGNED,
+                        "%s.%s.%s is %lld: must be a multiple of 8 elements (16 bytes)", owner,
+                        tensor, f.name, (long long)f.value);
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status check_no_overlap(const char *owner, const fmha_strides &o,
+                             const int64_t (&extents)[3], int64_t head_dim) {
+    struct Dim {
+        const char *name;
+        int64_t stride, extent;
+    } dims[] = {{"batch", o.batch, extents[0]},
+                {"seq", o.seq, extents[1]},
+                {"head", o.head, extents[2]},
+                {"dim", 1, head_dim}};
+    std::sort(std::begin(dims), std::end(dims),
+              [](const Dim &a, const Dim &b) { return a.stride < b.stride; });
+    int64_t span = 1;  // elements covered by the dims seen so far
+    for (const Dim &d : dims) {
+        if (d.extent == 1) continue;
+        if (d.stride < span)
+            return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                        "%s.o_strides.%s is %lld: output rows would overlap (needs >= %lld for "
+                        "this shape)",
+                        owner, d.name, (long long)d.stride, (long long)span);
+        span = d.stride * d.extent;
+    }
+    return FMHA_STATUS_SUCCESS;
+}
+
 fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
     if (desc_in == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor is NULL");
     if (descriptor_size(desc_in->version) == 0)
@@ -235,15 +233,15 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
     const int64_t kv_extents[3] = {
         p.paged_kv ? p.num_pages : (p.varlen_k ? 1 : p.batch),
         p.paged_kv ? p.page_size : (p.varlen_k ? p.total_k : p.seqlen_k), p.num_kv_heads};
-    FMHA_TRY(check_strides("q_strides", desc->q_strides, q_extents));
-    FMHA_TRY(check_strides("k_strides", desc->k_strides, kv_extents));
-    FMHA_TRY(check_strides("v_strides", desc->v_strides, kv_extents));
-    FMHA_TRY(check_strides("o_strides", desc->o_strides, q_extents));
+    FMHA_TRY(check_strides("descriptor", "q_strides", desc->q_strides, q_extents));
+    FMHA_TRY(check_strides("descriptor", "k_strides", desc->k_strides, kv_extents));
+    FMHA_TRY(check_strides("descriptor", "v_strides", desc->v_strides, kv_extents));
+    FMHA_TRY(check_strides("descriptor", "o_strides", desc->o_strides, q_extents));
     p.q = normalized(desc->q_strides, q_extents);
     p.k = normalized(desc->k_strides, kv_extents);
     p.v = normalized(desc->v_strides, kv_extents);
     p.o = normalized(desc->o_strides, q_extents);
-    FMHA_TRY(check_no_overlap(p));
+    FMHA_TRY(check_no_overlap("descriptor", p.o, q_extents, p.head_dim_v));
 
     float scale = desc->softmax_scale;
     if (!std::isfinite(scale) || scale < 0.0f)

@@ -109,4 +109,16 @@ bool DeviceBuffer::guards_intact(std::string *why) const {
     return true;
 }
 
+bool all_guards_intact(std::initializer_list<NamedBuffer> buffers, std::string *why) {
+    for (const NamedBuffer &b : buffers) {
+        if (b.buf->elems() == 0) continue;
+        std::string w;
+        if (!b.buf->guards_intact(&w)) {
+            if (why) *why = std::string(b.name) + ": " + w;
+            return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace fmha_test

@@ -144,31 +144,22 @@ void CaseData::prefill_outputs() {
     if (config().write_lse) lse.fill(kOutputPrefill32);
 }
 
-Outputs CaseData::download() const {
+Outputs Outputs::download(const DeviceBuffer &o, const DeviceBuffer &lse, bool with_lse) {
     Outputs out;
     out.o.resize(o.elems());
     o.download(out.o.data());
-    if (config().write_lse) {
+    if (with_lse) {
         out.lse.resize(lse.elems());
         lse.download(out.lse.data());
     }
     return out;
 }
 
+Outputs CaseData::download() const { return Outputs::download(o, lse, config().write_lse); }
+
 bool CaseData::guards_intact(std::string *why) const {
-    const struct {
-        const char *name;
-        const DeviceBuffer *buf;
-    } bufs[] = {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"sinks", &sinks}};
-    for (const auto &b : bufs) {
-        if (b.buf->elems() == 0) continue;
-        std::string w;
-        if (!b.buf->guards_intact(&w)) {
-            if (why) *why = std::string(b.name) + ": " + w;
-            return false;
-        }
-    }
-    return true;
+    return all_guards_intact(
+        {{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"sinks", &sinks}}, why);
 }
 
 RefProblem HostCase::ref_problem() const {

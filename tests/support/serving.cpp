@@ -712,34 +712,20 @@ void ServingData::prefill_outputs() {
     if (config().write_lse) lse.fill(kOutputPrefill32);
 }
 
-Outputs ServingData::download() const {
-    Outputs out;
-    out.o.resize(o.elems());
-    o.download(out.o.data());
-    if (config().write_lse) {
-        out.lse.resize(lse.elems());
-        lse.download(out.lse.data());
-    }
-    return out;
-}
+Outputs ServingData::download() const { return Outputs::download(o, lse, config().write_lse); }
 
 bool ServingData::guards_intact(std::string *why) const {
-    const struct {
-        const char *name;
-        const DeviceBuffer *buf;
-    } bufs[] = {{"q", &q},       {"k", &k},         {"v", &v},
-                {"o", &o},       {"lse", &lse},     {"sinks", &sinks},
-                {"cu_seqlens_q", &cu_q}, {"cu_seqlens_k", &cu_k}, {"seqused_k", &seqused},
-                {"block_table", &block_table}};
-    for (const auto &b : bufs) {
-        if (b.buf->elems() == 0) continue;
-        std::string w;
-        if (!b.buf->guards_intact(&w)) {
-            if (why) *why = std::string(b.name) + ": " + w;
-            return false;
-        }
-    }
-    return true;
+    return all_guards_intact({{"q", &q},
+                              {"k", &k},
+                              {"v", &v},
+                              {"o", &o},
+                              {"lse", &lse},
+                              {"sinks", &sinks},
+                              {"cu_seqlens_q", &cu_q},
+                              {"cu_seqlens_k", &cu_k},
+                              {"seqused_k", &seqused},
+                              {"block_table", &block_table}},
+                             why);
 }
 
 // ---- running -------------------------------------------------------------------

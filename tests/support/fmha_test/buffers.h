@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,16 @@ private:
     size_t elems_ = 0, elem_bytes_ = 2;
     uint32_t guard_ = 0;
 };
+
+// A buffer with the name a failure message uses.
+struct NamedBuffer {
+    const char *name;
+    const DeviceBuffer *buf;
+};
+
+// True when every non-empty buffer's guard bands hold; otherwise `why`
+// names the first buffer that changed and where.
+bool all_guards_intact(std::initializer_list<NamedBuffer> buffers, std::string *why);
 
 // Host vector of `n` copies of a 16-/32-bit pattern as raw bytes.
 std::vector<unsigned char> pattern_bytes(size_t elems, size_t elem_bytes, uint32_t pattern);

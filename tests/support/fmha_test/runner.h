@@ -42,6 +42,9 @@ struct Outputs {
     std::vector<uint16_t> o;
     std::vector<float> lse;
     bool operator==(const Outputs &other) const;  // bitwise
+
+    // O's whole allocation, and the LSE's when `with_lse`.
+    static Outputs download(const DeviceBuffer &o, const DeviceBuffer &lse, bool with_lse);
 };
 
 // Result of comparing one run's outputs with the references.

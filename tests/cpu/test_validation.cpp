@@ -12,6 +12,9 @@
 
 #include "fmha/fmha.h"
 #include "fmha_catch.h"
+#include "validation_checks.h"
+
+using namespace validation_checks;
 
 namespace {
 
@@ -48,55 +51,9 @@ void restride(fmha_descriptor &d) {
     }
 }
 
-std::string status_name(fmha_status s) { return fmha_status_string(s); }
 
-// Checks the status of check_support and create_plan, the last-error status,
-// and that the message contains every needle.
-void expect_rejected(const fmha_descriptor &d, fmha_status expected,
-                     std::initializer_list<const char *> needles) {
-    fmha_status st = fmha_check_support(&d, FMHA_SM_ANY);
-    std::string msg = fmha_last_error_message();
-    INFO("fmha_check_support -> " << status_name(st) << ": \"" << msg << "\"");
-    CHECK(status_name(st) == status_name(expected));
-    CHECK(status_name(fmha_last_error_status()) == status_name(expected));
-    for (const char *n : needles) {
-        INFO("message should contain \"" << n << "\"");
-        CHECK(msg.find(n) != std::string::npos);
-    }
-    // Plan creation validates first, so it fails the same way without a GPU.
-    fmha_plan *plan = reinterpret_cast<fmha_plan *>(0x10);
-    fmha_status st2 = fmha_create_plan(&plan, &d);
-    INFO("fmha_create_plan -> " << status_name(st2) << ": \"" << fmha_last_error_message() << "\"");
-    CHECK(status_name(st2) == status_name(expected));
-    CHECK(plan == nullptr);
-    CHECK(std::string(fmha_last_error_message()) == msg);
-}
 
-void expect_valid(const fmha_descriptor &d) {
-    fmha_status st = fmha_check_support(&d, FMHA_SM_ANY);
-    INFO("fmha_check_support -> " << status_name(st) << ": \"" << fmha_last_error_message()
-                                  << "\"");
-    CHECK(st == FMHA_STATUS_SUCCESS);
-    CHECK(std::string(fmha_last_error_message()).empty());
-    CHECK(fmha_last_error_status() == FMHA_STATUS_SUCCESS);
-}
 
-// Makes sure FMHA_FORCE_KERNEL from the environment does not leak into tests.
-struct ForceKernelEnv {
-    std::string saved;
-    bool had = false;
-    ForceKernelEnv() {
-        if (const char *v = std::getenv("FMHA_FORCE_KERNEL")) {
-            had = true;
-            saved = v;
-        }
-        unsetenv("FMHA_FORCE_KERNEL");
-    }
-    ~ForceKernelEnv() {
-        if (had) setenv("FMHA_FORCE_KERNEL", saved.c_str(), 1);
-        else unsetenv("FMHA_FORCE_KERNEL");
-    }
-};
 
 }  // namespace
 

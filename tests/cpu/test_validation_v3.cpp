@@ -20,15 +20,17 @@
 
 #include "fmha/fmha.h"
 #include "fmha_catch.h"
+#include "validation_checks.h"
 #include "fmha_test/half.h"
 #include "fmha_test/reference.h"
 #include "fmha_test/serving.h"
 
 using namespace fmha_test;
 
+using namespace validation_checks;
+
 namespace {
 
-std::string status_name(fmha_status s) { return fmha_status_string(s); }
 
 // A valid GQA problem: bf16, batch 3, 8 q heads over 2 kv heads, 64 x 300, hd 128.
 fmha_descriptor dense_desc() {
@@ -81,50 +83,8 @@ fmha_descriptor paged_desc() {
     return d;
 }
 
-void expect_rejected(const fmha_descriptor &d, fmha_status expected,
-                     std::initializer_list<const char *> needles) {
-    fmha_status st = fmha_check_support(&d, FMHA_SM_ANY);
-    std::string msg = fmha_last_error_message();
-    INFO("fmha_check_support -> " << status_name(st) << ": \"" << msg << "\"");
-    CHECK(status_name(st) == status_name(expected));
-    CHECK(status_name(fmha_last_error_status()) == status_name(expected));
-    for (const char *n : needles) {
-        INFO("message should contain \"" << n << "\"");
-        CHECK(msg.find(n) != std::string::npos);
-    }
-    // Plan creation validates first, so it fails the same way without a GPU.
-    fmha_plan *plan = reinterpret_cast<fmha_plan *>(0x10);
-    fmha_status st2 = fmha_create_plan(&plan, &d);
-    INFO("fmha_create_plan -> " << status_name(st2) << ": \"" << fmha_last_error_message() << "\"");
-    CHECK(status_name(st2) == status_name(expected));
-    CHECK(plan == nullptr);
-    CHECK(std::string(fmha_last_error_message()) == msg);
-}
 
-void expect_valid(const fmha_descriptor &d, int32_t sm = FMHA_SM_ANY) {
-    fmha_status st = fmha_check_support(&d, sm);
-    INFO("fmha_check_support(sm " << sm << ") -> " << status_name(st) << ": \""
-                                  << fmha_last_error_message() << "\"");
-    CHECK(st == FMHA_STATUS_SUCCESS);
-    CHECK(std::string(fmha_last_error_message()).empty());
-}
 
-// Keeps FMHA_FORCE_KERNEL from the environment out of these tests.
-struct ForceKernelEnv {
-    std::string saved;
-    bool had = false;
-    ForceKernelEnv() {
-        if (const char *v = std::getenv("FMHA_FORCE_KERNEL")) {
-            had = true;
-            saved = v;
-        }
-        unsetenv("FMHA_FORCE_KERNEL");
-    }
-    ~ForceKernelEnv() {
-        if (had) setenv("FMHA_FORCE_KERNEL", saved.c_str(), 1);
-        else unsetenv("FMHA_FORCE_KERNEL");
-    }
-};
 
 bool embeds(int sm) {
     std::vector<int32_t> v(size_t(fmha_embedded_archs(nullptr, 0)));

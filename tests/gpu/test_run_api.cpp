@@ -104,7 +104,8 @@ TEST_CASE("plan info names the kernel and the device", "[gpu][api]") {
             CHECK(info.shared_memory_bytes >= 0);
             if (family != FMHA_KERNEL_AUTO) CHECK(info.kernel_family == family);
             else CHECK((info.kernel_family == FMHA_KERNEL_PORTABLE ||
-                        info.kernel_family == FMHA_KERNEL_HOPPER));
+                        info.kernel_family == FMHA_KERNEL_HOPPER ||
+                        info.kernel_family == FMHA_KERNEL_DECODE));
             if (info.kernel_family == FMHA_KERNEL_HOPPER) CHECK(info.device_sm == 90);
             size_t ws = 0;
             REQUIRE(fmha_plan_workspace_size(plan.get(), &ws) == FMHA_STATUS_SUCCESS);

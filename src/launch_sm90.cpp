@@ -16,12 +16,14 @@ static_assert(sizeof(fmha::TmaDescriptor) == sizeof(CUtensorMap), "CUtensorMap l
 namespace fmha {
 namespace {
 
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim) {
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
     switch (head_dim) {
     case 64: return bf16 ? "fmha_fwd_sm90_bf16_hd64" : "fmha_fwd_sm90_fp16_hd64";
     case 96: return bf16 ? "fmha_fwd_sm90_bf16_hd96" : "fmha_fwd_sm90_fp16_hd96";
-    case 128: return bf16 ? "fmha_fwd_sm90_bf16_hd128" : "fmha_fwd_sm90_fp16_hd128";
+    case 128:
+        if (wide_keys) return bf16 ? "fmha_fwd_sm90_bf16_hd128_wide" : "fmha_fwd_sm90_fp16_hd128_wide";
+        return bf16 ? "fmha_fwd_sm90_bf16_hd128" : "fmha_fwd_sm90_fp16_hd128";
     case 256: return bf16 ? "fmha_fwd_sm90_bf16_hd256" : "fmha_fwd_sm90_fp16_hd256";
     }
     return nullptr;
@@ -98,18 +100,20 @@ fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
     const int d = static_cast<int>(p.head_dim);
-    const Sm90Tile tile = sm90_tile(d);
+    // seqlen_k is the longest sequence's key count under varlen.
+    const bool wide_keys = d == 128 && p.seqlen_k >= kSm90WideKeysFrom;
+    const Sm90Tile tile = sm90_tile(d, wide_keys);
     const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
     if (m_blocks * p.num_q_heads * p.batch > INT_MAX)
         return fail(FMHA_STATUS_NOT_SUPPORTED, "batch x heads x query blocks exceeds 2^31-1 CTAs");
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;
     c.image_family = "sm90";
-    c.kernel_name = kernel_name(p.dtype, p.head_dim);
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, wide_keys);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
     c.threads = sm90_threads(d);
-    c.smem_bytes = sm90_smem_bytes(d);
+    c.smem_bytes = sm90_smem_bytes(tile);
     c.workspace_bytes = 0;
     c.launch = sm90_launch;
     *out = c;

@@ -23,10 +23,10 @@
 
 namespace fmha::sm90 {
 
-template <int kHeadDim>
+template <int kHeadDim, bool kWideKeys>
 struct Config {
     static constexpr int D = kHeadDim;
-    static constexpr Sm90Tile kTile = sm90_tile(D);
+    static constexpr Sm90Tile kTile = sm90_tile(D, kWideKeys);
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;
     static constexpr int kConsumers = kTile.consumers;
@@ -53,25 +53,21 @@ struct Config {
     static constexpr bool kSeparateO = kTile.separate_o;
     static_assert(BM == 64 * kConsumers, "one consumer warpgroup per 64 rows");
     static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
-    static_assert(BN == 64 || BN == 128, "wgmma wrappers exist for N = 64 and 128");
+    static_assert(BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
+                  "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
+    static_assert(sm90_threads(D) == kThreads, "launch and kernel agree on the CTA size");
+    static_assert(sm90_smem_bytes(kTile) <= 227 * 1024, "fits one CTA's shared memory");
 };
 
-template <int N>
-struct SGemm;
-template <>
-struct SGemm<64> {
-    template <bool kBf16>
-    __device__ __forceinline__ static void run(float (&d)[32], uint64_t a, uint64_t b, int acc) {
-        ptx::wgmma_m64n64k16_ss<kBf16, 0>(d, a, b, acc);
-    }
-};
-template <>
-struct SGemm<128> {
-    template <bool kBf16>
-    __device__ __forceinline__ static void run(float (&d)[64], uint64_t a, uint64_t b, int acc) {
-        ptx::wgmma_m64n128k16_ss<kBf16, 0>(d, a, b, acc);
-    }
-};
+// S tile = Q·Kᵀ, one k-step: N keys wide (the key tile), A and B from shared memory.
+template <bool kBf16, int N>
+__device__ __forceinline__ void s_gemm(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
+    if constexpr (N == 64) ptx::wgmma_m64n64k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 80) ptx::wgmma_m64n80k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 128) ptx::wgmma_m64n128k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 176) ptx::wgmma_m64n176k16_ss<kBf16, 0>(d, a, b, acc);
+    else ptx::wgmma_m64n192k16_ss<kBf16, 0>(d, a, b, acc);
+}
 
 #ifndef FMHA_SM90_PING_PONG
 #define FMHA_SM90_PING_PONG 1  // build-time switch, kept to measure its worth
@@ -101,7 +97,7 @@ __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const u
         const int box = kk / 4, koff = (kk % 4) * 32;
         const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
         const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
-        SGemm<Cfg::BN>::template run<kBf16>(sacc, a, b, kk > 0);
+        s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
     }
     ptx::wgmma_commit();
 }
@@ -519,9 +515,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the stores
 }
 
-template <bool kBf16, int D>
+template <bool kBf16, int D, bool kWideKeys>
 __device__ __forceinline__ void forward(const Sm90Params &params) {
-    using Cfg = Config<D>;
+    using Cfg = Config<D, kWideKeys>;
     extern __shared__ uint8_t smem_raw[];
     const Smem<Cfg> sm(smem_raw);
     if (threadIdx.x == 0) {
@@ -549,17 +545,19 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 
 }  // namespace fmha::sm90
 
-#define FMHA_SM90_ENTRY(name, bf16, d)                                                  \
+#define FMHA_SM90_ENTRY(name, bf16, d, wide)                                            \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d), 1)              \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
-        fmha::sm90::forward<bf16, d>(params);                                           \
+        fmha::sm90::forward<bf16, d, wide>(params);                                     \
     }
 
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64, true, 64)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd96, true, 96)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd128, true, 128)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd256, true, 256)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64, false, 64)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd96, false, 96)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd128, false, 128)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd256, false, 256)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64, true, 64, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd96, true, 96, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd128, true, 128, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd128_wide, true, 128, true)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd256, true, 256, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64, false, 64, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd96, false, 96, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd128, false, 128, false)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd128_wide, false, 128, true)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd256, false, 256, false)

@@ -49,26 +49,34 @@ struct Sm90Tile {
     int smem_o_bytes;
 };
 
-FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim) {
-    // hd64: 3 consumer warpgroups (192 rows) amortize softmax over more rows.
-    return head_dim == 256 ? Sm90Tile{128, 64, 2, 2, 256, false, 0}
+// Key sequences at least this long get hd128's wide key tile.
+constexpr long long kSm90WideKeysFrom = 4096;
+
+// `wide_keys`: the problem's key sequences reach kSm90WideKeysFrom. Measured
+// on the H200 (docs/kernel-notes.md, v6):
+//  - hd64: 3 consumer warpgroups (192 rows) amortize softmax over more rows.
+//  - hd128: 128 keys per tile; long key sequences take 192 (fewer softmax
+//    rounds per FLOP, +3-7% from S = 4k), which leaves no room for a
+//    separate O buffer, so short ones (persistent grid) keep 128.
+//  - hd256: 80 keys per tile, so S = Q·Kᵀ (m64n80, both operands from shared
+//    memory) stays under the shared-memory bandwidth that m64n64 saturates.
+FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, bool wide_keys) {
+    return head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
          : head_dim == 64  ? Sm90Tile{192, 128, 3, 2, 64, true, 192 * 64 * 2}
-                           : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
+         : head_dim == 128 && wide_keys ? Sm90Tile{128, 192, 2, 2, 128, false, 0}
+                                        : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
 }
 
 FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim) {
-    return 128 * (1 + sm90_tile(head_dim).consumers);
+    return 128 * (1 + sm90_tile(head_dim, false).consumers);
 }
 
 // Q, then `stages` K tiles, then `stages` V tiles, then O (if separate),
 // then the mbarriers; plus 1 KB to align the base to the 1024-byte swizzle
 // atom.
-FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(int head_dim) {
-    return 1024 +
-           2 * sm90_tile(head_dim).padded_dim *
-               (sm90_tile(head_dim).block_m +
-                2 * sm90_tile(head_dim).stages * sm90_tile(head_dim).block_n) +
-           sm90_tile(head_dim).smem_o_bytes + 8 * (2 + 4 * sm90_tile(head_dim).stages);
+FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(Sm90Tile t) {
+    return 1024 + 2 * t.padded_dim * (t.block_m + 2 * t.stages * t.block_n) + t.smem_o_bytes +
+           8 * (2 + 4 * t.stages);
 }
 
 }  // namespace fmha

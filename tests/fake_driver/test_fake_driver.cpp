@@ -271,6 +271,24 @@ TEST_CASE("fake devices: kernels needing more shared memory than offered", "[cpu
     }
 }
 
+TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
+          "[cpu][fake-driver][plan]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    for (int64_t hd : {64, 96, 128, 256})
+        for (int64_t sk : {4095, 4096, 9000}) {
+            fresh_fake(90);
+            Plan plan;
+            REQUIRE(create(plan, make_desc(FMHA_DTYPE_FP16, hd, Layout::BSHD, 300, sk)) ==
+                    FMHA_STATUS_SUCCESS);
+            const fmha_plan_info i = info_of(plan.p);
+            INFO("hd " << hd << " sk " << sk << ": " << i.kernel_name);
+            REQUIRE(i.kernel_family == FMHA_KERNEL_HOPPER);
+            const bool wide = hd == 128 && sk >= 4096;
+            CHECK((std::string(i.kernel_name).find("_wide") != std::string::npos) == wide);
+            CHECK(i.tile_n == (wide ? 192 : hd == 256 ? 80 : 128));
+        }
+}
+
 TEST_CASE("fake driver: fmha_run launches one kernel over every query block",
           "[cpu][fake-driver][run]") {
     for (int sm : {80, 90}) {

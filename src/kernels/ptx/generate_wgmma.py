@@ -2,7 +2,8 @@
 """Writes wgmma.cuh: wgmma.mma_async wrappers whose long operand lists are
 tedious by hand. Run after editing: python3 generate_wgmma.py > wgmma.cuh"""
 
-SHAPES = (64, 128)  # N of m64nNk16; wider outputs are issued as several of these
+SS_SHAPES = (64, 80, 128, 176, 192)  # N of m64nNk16 with A from shared memory (S = Q·Kᵀ tiles)
+RS_SHAPES = (64, 128)  # A from registers (O += P·V, issued in 64- or 128-column chunks)
 
 
 def operands(n):
@@ -42,14 +43,16 @@ def main():
            "// wgmma.mma_async wrappers (sm_90a), fp32 accumulators, 16-bit inputs.",
            "// `accumulate` 0 overwrites D; kTransB 1 reads B as MN-major (e.g. V).",
            "#pragma once", "#include <stdint.h>", "", "namespace fmha::ptx {", ""]
-    for n in SHAPES:
+    for n in sorted(set(SS_SHAPES) | set(RS_SHAPES)):
         regs = n // 2
         items = " \\\n    ".join(f'"+f"(d[{i}]),' if i < regs - 1 else f'"+f"(d[{i}])' for i in range(regs))
         out.append(f"#define FMHA_WGMMA_D{n}(d) \\\n    {items}")
         out.append("")
-    for n in SHAPES:
-        out.append(emit(n, False))
-        out.append(emit(n, True))
+    for n in sorted(set(SS_SHAPES) | set(RS_SHAPES)):
+        if n in SS_SHAPES:
+            out.append(emit(n, False))
+        if n in RS_SHAPES:
+            out.append(emit(n, True))
     out.append("}  // namespace fmha::ptx")
     print("\n".join(out))
 

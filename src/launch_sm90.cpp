@@ -34,11 +34,23 @@ bool broadcasts(const fmha_strides &s, int64_t seqlen, int64_t heads, int64_t ba
     return (s.seq == 0 && seqlen > 1) || (s.head == 0 && heads > 1) || (s.batch == 0 && batch > 1);
 }
 
-// Measured on the H200 (docs/kernel-notes.md): a persistent grid pays off
-// where the key loop is short and per-tile setup weighs most; on long
-// non-causal rows and on causal ones one tile per CTA was faster.
-bool use_persistent_grid(const Problem &p) {
-    return p.mask == FMHA_MASK_NONE && p.seqlen_k <= 2048;
+// Measured on the H200 (docs/kernel-notes.md, v3-v7): a persistent grid
+// pays off where the key loop is short and per-tile setup weighs most
+// (seqlen_k <= 2048, with or without a causal mask); on long rows one tile
+// per CTA was faster.
+bool use_persistent_grid(const Problem &p) { return p.seqlen_k <= 2048; }
+
+// Causal tiles differ in length, so the persistent grid walks them in
+// groups of heads whose K and V fit a slice of L2, longest blocks first
+// (see decode_tile in fmha_fwd_sm90.cu). The slice was tuned on the H200:
+// 16 MB for hd64's 192-row tiles, 4 MB for the 128-row ones (v7).
+int32_t persistent_head_group(const Problem &p) {
+    if (p.mask == FMHA_MASK_NONE || !use_persistent_grid(p)) return 0;
+    const int64_t l2_slice = (p.head_dim == 64 ? 16 : 4) << 20;
+    const int64_t kv_bytes_per_head = std::max<int64_t>(1, p.seqlen_k * (p.head_dim + p.head_dim_v) * 2);
+    // At most every (batch, head): a group's tiles then never exceed total_tiles.
+    const int64_t heads = p.batch * p.num_q_heads;
+    return static_cast<int32_t>(std::clamp<int64_t>(l2_slice / kv_bytes_per_head, 1, heads));
 }
 
 fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CUstream stream) {
@@ -70,6 +82,7 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
     const int64_t tiles = int64_t(params.fwd.num_m_blocks) * params.fwd.num_q_heads * params.fwd.batch;
     params.total_tiles = static_cast<int32_t>(tiles);
     params.persistent = use_persistent_grid(p);
+    params.head_group = persistent_head_group(p);
     const unsigned ctas = static_cast<unsigned>(
         params.persistent && tiles > plan.num_sms ? plan.num_sms : tiles);
     return launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,

@@ -209,8 +209,21 @@ struct Tile {
 
 __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
     const FwdParams &p = params.fwd;
-    const int m_rank = idx % p.num_m_blocks;
-    const int bh = idx / p.num_m_blocks;
+    int m_rank, bh;
+    if (params.head_group > 0) {
+        // Causal, persistent: groups of head_group (batch, head) pairs whose
+        // K/V fit a slice of L2, the longest blocks of the whole group
+        // first, so CTAs taking tiles round-robin get a mix of lengths.
+        const int per_group = params.head_group * p.num_m_blocks;
+        const int group = idx / per_group, within = idx % per_group;
+        const int bh0 = group * params.head_group;
+        const int heads_here = min(params.head_group, p.num_q_heads * p.batch - bh0);
+        m_rank = within / heads_here;
+        bh = bh0 + within % heads_here;
+    } else {
+        m_rank = idx % p.num_m_blocks;
+        bh = idx / p.num_m_blocks;
+    }
     return Tile{p.num_m_blocks - 1 - m_rank, bh % p.num_q_heads, bh / p.num_q_heads};
 }
 

@@ -106,6 +106,7 @@ struct Sm90Params {
     FwdParams fwd;
     int32_t total_tiles;  // query blocks x heads x batch
     int32_t persistent;   // 1: gridDim.x CTAs loop over the tiles; 0: one tile per CTA
+    int32_t head_group;   // 0: each (batch, head)'s blocks in turn; G: G heads' blocks, longest first
 };
 
 }  // namespace fmha

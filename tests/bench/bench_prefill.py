@@ -11,6 +11,7 @@ libfmha / cuDNN per row, then the median ratio over the grid.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -132,7 +133,7 @@ def main() -> int:
     ap.add_argument("--kernel", default="auto", help="auto, portable or hopper")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--only", default="", help="substring filter on the row label, e.g. 'd128 s8192'")
+    ap.add_argument("--only", default="", help="regular expression searched in the row label, e.g. 'd128 s8192' or 's(512|1024) causal'")
     ap.add_argument("--markdown", help="also write the table as markdown to this file")
     args = ap.parse_args()
 
@@ -146,7 +147,7 @@ def main() -> int:
     ratios = []
     failures = 0
     for row in grid(args.quick):
-        if args.only and args.only not in row.label():
+        if args.only and not re.search(args.only, row.label()):
             continue
         r = run_row(row, args)
         ours, cudnn, flash = (tflops(row, r.get(k)) for k in ("fmha_ms", "cudnn_ms", "flash_ms"))

@@ -19,6 +19,7 @@
 #include "kernels/sequence.cuh"
 #include "kernels/ptx/warpgroup.cuh"
 #include "kernels/ptx/wgmma.cuh"
+#include "kernels/tile_order.h"
 #include "kernels/tile_traits.h"
 
 namespace fmha::sm90 {
@@ -198,33 +199,15 @@ struct Softmax {
     }
 };
 
-// Schedule: tiles run query blocks fastest, last block first, so the CTAs
-// working at one time share one head's K and V in L2, and under a causal mask
-// the longest blocks start first. A CTA takes tiles blockIdx.x, + stride, ...:
-// stride = gridDim.x in persistent mode (one CTA per SM; the next tile's
-// loads overlap this tile's epilogue), else the grid covers every tile once.
-struct Tile {
-    int m_block, head, batch;
-};
+// Schedule (order in kernels/tile_order.h): a CTA takes tiles blockIdx.x,
+// + stride, ...: stride = gridDim.x in persistent mode (one CTA per SM; the
+// next tile's loads overlap this tile's epilogue), else the grid covers every
+// tile once.
+using Tile = TileCoord;
 
 __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
     const FwdParams &p = params.fwd;
-    int m_rank, bh;
-    if (params.head_group > 0) {
-        // Causal, persistent: groups of head_group (batch, head) pairs whose
-        // K/V fit a slice of L2, the longest blocks of the whole group
-        // first, so CTAs taking tiles round-robin get a mix of lengths.
-        const int per_group = params.head_group * p.num_m_blocks;
-        const int group = idx / per_group, within = idx % per_group;
-        const int bh0 = group * params.head_group;
-        const int heads_here = min(params.head_group, p.num_q_heads * p.batch - bh0);
-        m_rank = within / heads_here;
-        bh = bh0 + within % heads_here;
-    } else {
-        m_rank = idx % p.num_m_blocks;
-        bh = idx / p.num_m_blocks;
-    }
-    return Tile{p.num_m_blocks - 1 - m_rank, bh % p.num_q_heads, bh / p.num_q_heads};
+    return sm90_tile_coord(idx, p.num_m_blocks, p.num_q_heads, p.batch, params.head_group);
 }
 
 // Number of key tiles a query block must visit (0 when it sees no key).

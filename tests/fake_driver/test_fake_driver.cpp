@@ -289,6 +289,29 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
         }
 }
 
+TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys, causal or not",
+          "[cpu][fake-driver][run]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    for (fmha_mask mask : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_CAUSAL_BOTTOM_RIGHT})
+        for (int64_t sk : {520, 2048, 2049, 5000}) {
+            Fake &f = fresh_fake(90);
+            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 2048, sk);
+            d.mask = mask;
+            Plan plan;
+            REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+            const fmha_plan_info i = info_of(plan.p);
+            INFO("mask " << int(mask) << " sk " << sk << ": " << i.kernel_name);
+            REQUIRE(i.kernel_family == FMHA_KERNEL_HOPPER);
+            const fmha_tensors t = fake_tensors();
+            REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
+            fake_cuda_launch l;
+            REQUIRE(f.last_launch(&l) == 1);
+            const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
+            REQUIRE(tiles > 132);  // so the two grids differ
+            CHECK((long long)l.grid[0] == (sk <= 2048 ? 132 : tiles));
+        }
+}
+
 TEST_CASE("fake driver: fmha_run launches one kernel over every query block",
           "[cpu][fake-driver][run]") {
     for (int sm : {80, 90}) {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "run_once.h"
 #include "fmha_test/half.h"
 #include "fmha_test/random.h"
 
@@ -372,31 +373,6 @@ std::string CaseResult::summary(const Case &c) const {
     return s.str();
 }
 
-namespace {
-
-struct PlanHolder {
-    fmha_plan *plan = nullptr;
-    ~PlanHolder() { fmha_destroy_plan(plan); }
-};
-
-// Runs once on the default stream and waits; returns "" or what went wrong.
-std::string run_once(CaseData &data, const fmha_plan *plan, void *ws, size_t ws_bytes,
-                     fmha_status *status, Outputs *out) {
-    data.prefill_outputs();
-    fmha_tensors t = data.tensors();
-    *status = fmha_run(plan, &t, ws, ws_bytes, nullptr);
-    if (*status != FMHA_STATUS_SUCCESS)
-        return std::string("fmha_run: ") + fmha_last_error_message();
-    cudaError_t err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = cudaGetLastError();
-    if (err != cudaSuccess)
-        return std::string("after fmha_run: ") + cudaGetErrorName(err) + ": " +
-               cudaGetErrorString(err);
-    *out = data.download();
-    return "";
-}
-
-}  // namespace
 
 CaseResult run_case(const Case &c) {
     CaseResult r;

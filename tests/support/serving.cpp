@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "run_once.h"
 #include "fmha_test/half.h"
 #include "fmha_test/random.h"
 
@@ -781,29 +782,6 @@ std::string ServingRun::summary(const ServingCase &c) const {
     return s.str();
 }
 
-namespace {
-
-struct PlanHolder {
-    fmha_plan *plan = nullptr;
-    ~PlanHolder() { fmha_destroy_plan(plan); }
-};
-
-std::string run_once(ServingData &data, const fmha_plan *plan, void *ws, size_t ws_bytes,
-                     fmha_status *status, Outputs *out) {
-    data.prefill_outputs();
-    const fmha_tensors t = data.tensors();
-    *status = fmha_run(plan, &t, ws, ws_bytes, nullptr);
-    if (*status != FMHA_STATUS_SUCCESS) return std::string("fmha_run: ") + fmha_last_error_message();
-    cudaError_t err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = cudaGetLastError();
-    if (err != cudaSuccess)
-        return std::string("after fmha_run: ") + cudaGetErrorName(err) + ": " +
-               cudaGetErrorString(err);
-    *out = data.download();
-    return "";
-}
-
-}  // namespace
 
 ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num_splits) {
     ServingRun r;

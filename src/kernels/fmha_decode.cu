@@ -33,12 +33,23 @@ struct Config {
     static constexpr int kWarps = kThreads / 32;
     static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
     static constexpr int kDv = D / kDSplit;              // O columns per warp
-    static constexpr int kRow = decode_smem_row(D);
-    static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    static constexpr int kRow = decode_smem_row(D);           // Q row, elements
+    static constexpr int kKvRow = decode_kv_row(D, kPaged);   // K/V row, elements
+    static constexpr int kChunks = D / 8;                     // 16-byte chunks per row
     static constexpr int kOTiles = kDv / 8;
     static_assert(BN == 16 * kKeyGroups, "16 keys per key group");
     static_assert(kOTiles % 2 == 0, "ldmatrix.x4.trans loads two O tiles");
 };
+
+// Element offset of 16-byte chunk `c` of K/V row `r` within a stage (see
+// decode_kv_swizzled: unpadded rows with the chunk index XOR row % 8).
+template <int D, bool kPaged>
+__device__ __forceinline__ int kv_offset(int r, int c) {
+    if constexpr (decode_kv_swizzled(D, kPaged))
+        return r * D + ((c ^ (r & 7)) << 3);
+    else
+        return r * decode_kv_row(D, kPaged) + (c << 3);
+}
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -58,12 +69,12 @@ template <bool kBf16, int D, bool kPaged>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
     using Cfg = Config<D, kPaged>;
     using T = typename Elem<kBf16>::T;
-    constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
+    constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kKvRow = Cfg::kKvRow, kStages = Cfg::kStages;
     const FwdParams &p = dp.fwd;
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
-    T *sKV = sQ + Cfg::BM * kRow;  // stage s: K at s*2*BN rows, V right after
+    T *sKV = sQ + Cfg::BM * kRow;  // stage s: K at s*2*BN K/V rows, V right after
 
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
@@ -131,8 +142,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         }
     };
     auto load_tile = [&](int i, int s) {
-        T *sK = sKV + s * 2 * BN * kRow;
-        T *sV = sK + BN * kRow;
+        T *sK = sKV + s * 2 * BN * kKvRow;
+        T *sV = sK + BN * kKvRow;
         const int j0 = key0 + i * BN;
         if (!copies) return;
 #pragma unroll
@@ -151,8 +162,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                     vs = v_rows.base + int64_t(j0 + r) * v_rows.seq_stride + chunk * 8;
                 }
             }
-            ptx::cp_async_16(ptx::smem_addr(sK + r * kRow + chunk * 8), ks, valid);
-            ptx::cp_async_16(ptx::smem_addr(sV + r * kRow + chunk * 8), vs, valid);
+            ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D, kPaged>(r, chunk)), ks, valid);
+            ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D, kPaged>(r, chunk)), vs, valid);
         }
     };
 #pragma unroll
@@ -180,8 +191,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         ptx::cp_async_commit();
         if (i + kStages < num_tiles) look_up_pages(i + kStages);  // used next iteration
 
-        const T *sK = sKV + (i % kStages) * 2 * BN * kRow;
-        const T *sV = sK + BN * kRow;
+        const T *sK = sKV + (i % kStages) * 2 * BN * kKvRow;
+        const T *sV = sK + BN * kKvRow;
         const int key_base = key0 + i * BN + key_group * 16;  // this warp's 16 keys
 
         float s[2][4];
@@ -192,8 +203,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             uint32_t a[4], b[4];
             ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
                                                kk * 16 + lane / 16 * 8));
-            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + (key_group * 16 + lane % 8 + lane / 16 * 8) * kRow +
-                                               kk * 16 + (lane / 8) % 2 * 8));
+            const int k_row = key_group * 16 + lane % 8 + lane / 16 * 8;
+            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + kv_offset<D, kPaged>(k_row, kk * 2 + (lane / 8) % 2)));
             ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
             ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
         }
@@ -253,8 +264,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 #pragma unroll
         for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
             uint32_t b[4];
-            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + (key_group * 16 + lane % 8 + (lane / 8) % 2 * 8) * kRow +
-                                                     d_part * Cfg::kDv + np * 16 + lane / 16 * 8));
+            const int v_row = key_group * 16 + lane % 8 + (lane / 8) % 2 * 8;
+            const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
+            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + kv_offset<D, kPaged>(v_row, v_chunk)));
             ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
             ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
         }

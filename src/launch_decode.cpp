@@ -51,9 +51,15 @@ int64_t m_tiles(const Problem &p) {
     return (p.seqlen_q * group_size(p) + kDecodeRows - 1) / kDecodeRows;
 }
 
-// Splits that fill the device best: the fraction of the last wave of CTAs
-// that does work, with fewer splits preferred unless clearly better. Without
-// device information (support queries) no split.
+// The split count with the least estimated time: waves of CTAs x the time
+// of one CTA, which streams its share of the keys after a fixed cost (Q and
+// pipeline fill, the epilogue, its share of the combine) worth about
+// kSplitFixedKeys keys. Wave quantization alone is the wrong guide once
+// there are several waves: on the H200, paged B64 S2048 took 602 us with the
+// 5 splits that fill the last wave best and 568 us with 2 (docs/kernel-notes.md,
+// d10). Without device information (support queries) no split.
+constexpr int64_t kSplitFixedKeys = 128;
+
 int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
     if (dev.num_sms <= 0) return 1;
     // CTAs resident per SM, from shared memory (228 KB per SM on sm_90 and
@@ -65,18 +71,16 @@ int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
     const int64_t base = p.batch * p.num_kv_heads * m_tiles(p);
     const int64_t max_splits =
         std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, p.seqlen_k / kMinKeysPerSplit));
-    auto efficiency = [&](int64_t s) {
-        const int64_t ctas = base * s;
-        const int64_t waves = (ctas + slots - 1) / slots;
-        return double(ctas) / double(waves * slots);
+    auto cost = [&](int64_t s) {
+        const int64_t waves = (base * s + slots - 1) / slots;
+        return waves * (kSplitFixedKeys + (p.seqlen_k + s - 1) / s);
     };
-    int64_t best = 1;
-    double best_eff = efficiency(1);
+    int64_t best = 1, best_cost = cost(1);
     for (int64_t s = 2; s <= max_splits; ++s) {
-        const double eff = efficiency(s);
-        if (eff > best_eff + 0.05) {
+        const int64_t c = cost(s);
+        if (c < best_cost) {
             best = s;
-            best_eff = eff;
+            best_cost = c;
         }
     }
     return static_cast<int>(best);

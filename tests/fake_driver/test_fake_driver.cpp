@@ -654,6 +654,51 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
     }
 }
 
+// The automatic split count on a 132-SM sm_90 device, for the benchmark's
+// decode rows (T = 1, hd128, bf16): the choices measured best on the H200
+// (docs/kernel-notes.md, d10). Paged B64 is the row where filling the last
+// wave (5 splits) lost to fewer, longer splits.
+TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
+          "[cpu][fake-driver][plan][decode]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Row {
+        int64_t batch, q_heads, kv_heads, seqlen_k;
+        bool paged;
+        int splits;
+    };
+    const Row rows[] = {{1, 32, 8, 32768, false, 33}, {8, 32, 8, 8192, false, 4},
+                        {32, 32, 8, 4096, false, 1},  {64, 32, 32, 2048, false, 1},
+                        {8, 64, 8, 16384, false, 4},  {32, 32, 8, 4096, true, 3},
+                        {64, 32, 32, 2048, true, 2}};
+    for (const Row &r : rows) {
+        fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, r.seqlen_k);
+        d.batch = r.batch;
+        d.num_q_heads = r.q_heads;
+        d.num_kv_heads = r.kv_heads;
+        REQUIRE(fmha_strides_bshd(&d.q_strides, 1, r.q_heads, 128) == FMHA_STATUS_SUCCESS);
+        d.o_strides = d.q_strides;
+        if (r.paged) {
+            d.flags |= FMHA_FLAG_PAGED_KV;
+            d.page_size = 16;
+            d.max_pages_per_seq = r.seqlen_k / 16;
+            d.num_pages = r.batch * d.max_pages_per_seq;
+            REQUIRE(fmha_strides_bshd(&d.k_strides, 16, r.kv_heads, 128) == FMHA_STATUS_SUCCESS);
+        } else {
+            REQUIRE(fmha_strides_bshd(&d.k_strides, r.seqlen_k, r.kv_heads, 128) ==
+                    FMHA_STATUS_SUCCESS);
+        }
+        d.v_strides = d.k_strides;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " S" << r.seqlen_k
+                 << (r.paged ? " paged" : "") << ": " << i.kernel_name);
+        REQUIRE(i.kernel_family == FMHA_KERNEL_DECODE);
+        CHECK(i.num_splits == r.splits);
+    }
+}
+
 TEST_CASE("fake driver: packed Q with no rows runs nothing", "[cpu][fake-driver][run][decode]") {
     Fake &f = fresh_fake(90);
     fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 2048);

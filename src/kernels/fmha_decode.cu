@@ -130,7 +130,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int chunk = threadIdx.x % Cfg::kChunks;
     const int row_in_pass = threadIdx.x / Cfg::kChunks;
     const bool copies = row_in_pass < kRowsPerPass;
-    const bool paged = k_rows.table != nullptr;
+    // Only the paged entry points carry the paged path (kernel_name in
+    // launch_decode.cpp picks them exactly for paged problems).
+    const bool paged = kPaged && k_rows.table != nullptr;
     int pages[kRowsPerThread];
     auto look_up_pages = [&](int i) {
         if (!paged || !copies) return;
@@ -152,15 +154,18 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             if (r >= BN) break;
             const bool valid = j0 + r < n_end;
             const T *ks = k_rows.base, *vs = v_rows.base;
-            if (valid) {
-                if (paged) {
+            if (paged) {
+                if (valid) {
                     const int2 slot = k_rows.slot_of(pages[k], j0 + r);
                     ks = k_rows.at(slot) + chunk * 8;
                     vs = v_rows.at(slot) + chunk * 8;
-                } else {
-                    ks = k_rows.base + int64_t(j0 + r) * k_rows.seq_stride + chunk * 8;
-                    vs = v_rows.base + int64_t(j0 + r) * v_rows.seq_stride + chunk * 8;
                 }
+            } else {
+                // Branch-free: a row past the keys reads nothing (zero-fill)
+                // but still gets an address inside the tensor.
+                const int64_t row = min(j0 + r, n_end - 1);
+                ks = k_rows.base + row * k_rows.seq_stride + chunk * 8;
+                vs = v_rows.base + row * v_rows.seq_stride + chunk * 8;
             }
             ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D, kPaged>(r, chunk)), ks, valid);
             ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D, kPaged>(r, chunk)), vs, valid);

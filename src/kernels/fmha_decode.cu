@@ -8,8 +8,8 @@
 // combine kernel (fmha_combine.cu) joins exactly. Four warps work on
 // different 16-key slices of every key tile (hd512: pairs of warps share a
 // slice and split O's columns); K and V stream through a multi-stage
-// cp.async pipeline. At the end the warps' softmax states are merged in
-// shared memory.
+// cp.async pipeline (stage rows: see decode_kv_swizzled in tile_traits.h).
+// At the end the warps' softmax states are merged in shared memory.
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "output_checks.h"
 #include "run_once.h"
 #include "fmha_test/half.h"
 #include "fmha_test/random.h"
@@ -214,10 +215,6 @@ std::string where(int64_t b, int64_t h, int64_t i, int64_t d = -1) {
     return s + ")";
 }
 
-void note(std::string &detail, const std::string &what) {
-    if (detail.empty()) detail = what;
-}
-
 }  // namespace
 
 Comparison HostCase::compare(const Outputs &out) {
@@ -292,27 +289,9 @@ Comparison HostCase::compare(const Outputs &out) {
             for (int64_t h = 0; h < c.num_q_heads; ++h)
                 for (int64_t i = 0; i < c.seqlen_q; ++i) {
                     const size_t row = size_t((b * c.num_q_heads + h) * c.seqlen_q + i);
-                    const float got = out.lse[row];
-                    const double ref = r64.lse[row];
-                    if (std::isnan(got)) {
-                        if (cmp.all_written) note(cmp.detail, "LSE not written at " + where(b, h, i));
-                        cmp.all_written = false;
-                        continue;
-                    }
-                    if (std::isinf(ref)) {
-                        if (!(std::isinf(got) && got < 0)) {
-                            if (cmp.masked_rows_ok)
-                                note(cmp.detail, "LSE of a fully masked row is " +
-                                                     std::to_string(got) + ", not -inf, at " +
-                                                     where(b, h, i));
-                            cmp.masked_rows_ok = false;
-                        }
-                        continue;
-                    }
-                    const double err = std::fabs(double(got) - ref);
-                    cmp.lse_lowp_err = std::max(cmp.lse_lowp_err, std::fabs(rlp.lse[row] - ref));
-                    if (!(err <= 1e-3 * (1 + std::fabs(ref)))) all_rows_within_tol = false;
-                    if (!(err <= cmp.lse_err)) cmp.lse_err = err;
+                    check_lse_entry(cmp, out.lse[row], r64.lse[row], rlp.lse[row],
+                                    "a fully masked row", [&] { return where(b, h, i); },
+                                    &all_rows_within_tol);
                 }
         cmp.lse_ok = all_rows_within_tol || cmp.lse_err <= 2 * cmp.lse_lowp_err + 1e-6;
         if (!cmp.lse_ok) {

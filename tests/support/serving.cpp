@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "output_checks.h"
 #include "run_once.h"
 #include "fmha_test/half.h"
 #include "fmha_test/random.h"
@@ -507,10 +508,6 @@ std::string where(int64_t b, int64_t i, int64_t h, int64_t d = -1) {
     return s + ")";
 }
 
-void note(std::string &detail, const std::string &what) {
-    if (detail.empty()) detail = what;
-}
-
 uint32_t bits_of(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -575,28 +572,9 @@ Comparison ServingHost::compare(const Outputs &out) {
                 const size_t le = size_t(lse_entry(b, i, h));
                 lse_role[le] = computed ? 1 : 2;
                 if (!computed) continue;
-                const float got = out.lse[le];
-                const double ref = r64.lse[size_t(row * Hq + h)];
-                if (std::isnan(got)) {
-                    if (cmp.all_written) note(cmp.detail, "LSE not written at " + where(b, i, h));
-                    cmp.all_written = false;
-                    continue;
-                }
-                if (std::isinf(ref)) {
-                    if (!(std::isinf(got) && got < 0)) {
-                        if (cmp.masked_rows_ok)
-                            note(cmp.detail, "LSE of a row that sees no key is " +
-                                                 std::to_string(got) + ", not -inf, at " +
-                                                 where(b, i, h));
-                        cmp.masked_rows_ok = false;
-                    }
-                    continue;
-                }
-                const double err = std::fabs(double(got) - ref);
-                cmp.lse_lowp_err =
-                    std::max(cmp.lse_lowp_err, std::fabs(rlp.lse[size_t(row * Hq + h)] - ref));
-                if (!(err <= 1e-3 * (1 + std::fabs(ref)))) all_rows_within_tol = false;
-                if (!(err <= cmp.lse_err)) cmp.lse_err = err;
+                check_lse_entry(cmp, out.lse[le], r64.lse[size_t(row * Hq + h)],
+                                rlp.lse[size_t(row * Hq + h)], "a row that sees no key",
+                                [&] { return where(b, i, h); }, &all_rows_within_tol);
             }
         }
     }

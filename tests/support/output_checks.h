@@ -1,0 +1,46 @@
+// Checks shared by the dense and the serving runners (private to
+// tests/support): how a defect is recorded and how one LSE entry is judged.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "fmha_test/runner.h"
+
+namespace fmha_test {
+
+// The first defect found names the comparison's detail line.
+inline void note(std::string &detail, const std::string &what) {
+    if (detail.empty()) detail = what;
+}
+
+// One LSE entry against its float64 reference `ref` (`ref_lowp`: the
+// same-precision reference's value, for the error bound). NaN means never
+// written; a row that sees no key must give -inf; otherwise the error
+// counts toward cmp.lse_err, and an entry beyond 1e-3 (1 + |ref|) clears
+// *within_tol. `where()` names the entry and is called only for a defect;
+// `no_key_row` words that kind of row in the message.
+template <typename Where>
+void check_lse_entry(Comparison &cmp, float got, double ref, double ref_lowp,
+                     const char *no_key_row, Where where, bool *within_tol) {
+    if (std::isnan(got)) {
+        if (cmp.all_written) note(cmp.detail, "LSE not written at " + where());
+        cmp.all_written = false;
+        return;
+    }
+    if (std::isinf(ref)) {
+        if (!(std::isinf(got) && got < 0)) {
+            if (cmp.masked_rows_ok)
+                note(cmp.detail, std::string("LSE of ") + no_key_row + " is " +
+                                     std::to_string(got) + ", not -inf, at " + where());
+            cmp.masked_rows_ok = false;
+        }
+        return;
+    }
+    const double err = std::fabs(double(got) - ref);
+    cmp.lse_lowp_err = std::max(cmp.lse_lowp_err, std::fabs(ref_lowp - ref));
+    if (!(err <= 1e-3 * (1 + std::fabs(ref)))) *within_tol = false;
+    if (!(err <= cmp.lse_err)) cmp.lse_err = err;
+}
+
+}  // namespace fmha_test

@@ -34,7 +34,7 @@ struct Config {
     static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
     static constexpr int kDv = D / kDSplit;              // O columns per warp
     static constexpr int kRow = decode_smem_row(D);           // Q row, elements
-    static constexpr int kKvRow = decode_kv_row(D, kPaged);   // K/V row, elements
+    static constexpr int kKvRow = decode_kv_row(D);           // K/V row, elements
     static constexpr int kChunks = D / 8;                     // 16-byte chunks per row
     static constexpr int kOTiles = kDv / 8;
     static_assert(BN == 16 * kKeyGroups, "16 keys per key group");
@@ -43,12 +43,12 @@ struct Config {
 
 // Element offset of 16-byte chunk `c` of K/V row `r` within a stage (see
 // decode_kv_swizzled: unpadded rows with the chunk index XOR row % 8).
-template <int D, bool kPaged>
+template <int D>
 __device__ __forceinline__ int kv_offset(int r, int c) {
-    if constexpr (decode_kv_swizzled(D, kPaged))
+    if constexpr (decode_kv_swizzled(D))
         return r * D + ((c ^ (r & 7)) << 3);
     else
-        return r * decode_kv_row(D, kPaged) + (c << 3);
+        return r * decode_kv_row(D) + (c << 3);
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -130,12 +130,12 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int chunk = threadIdx.x % Cfg::kChunks;
     const int row_in_pass = threadIdx.x / Cfg::kChunks;
     const bool copies = row_in_pass < kRowsPerPass;
-    // Only the paged entry points carry the paged path (kernel_name in
-    // launch_decode.cpp picks them exactly for paged problems).
-    const bool paged = kPaged && k_rows.table != nullptr;
+    // Only the paged entry points carry the paged path (and only it):
+    // kernel_name in launch_decode.cpp picks them exactly for paged problems,
+    // whose block table fmha_run has checked is not NULL.
     int pages[kRowsPerThread];
     auto look_up_pages = [&](int i) {
-        if (!paged || !copies) return;
+        if (!kPaged || !copies) return;
         const int j0 = key0 + i * BN;
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
@@ -154,7 +154,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             if (r >= BN) break;
             const bool valid = j0 + r < n_end;
             const T *ks = k_rows.base, *vs = v_rows.base;
-            if (paged) {
+            if constexpr (kPaged) {
                 if (valid) {
                     const int2 slot = k_rows.slot_of(pages[k], j0 + r);
                     ks = k_rows.at(slot) + chunk * 8;
@@ -167,8 +167,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 ks = k_rows.base + row * k_rows.seq_stride + chunk * 8;
                 vs = v_rows.base + row * v_rows.seq_stride + chunk * 8;
             }
-            ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D, kPaged>(r, chunk)), ks, valid);
-            ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D, kPaged>(r, chunk)), vs, valid);
+            ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)), ks, valid);
+            ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)), vs, valid);
         }
     };
 #pragma unroll
@@ -209,7 +209,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
                                                kk * 16 + lane / 16 * 8));
             const int k_row = key_group * 16 + lane % 8 + lane / 16 * 8;
-            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + kv_offset<D, kPaged>(k_row, kk * 2 + (lane / 8) % 2)));
+            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + kv_offset<D>(k_row, kk * 2 + (lane / 8) % 2)));
             ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
             ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
         }
@@ -271,7 +271,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             uint32_t b[4];
             const int v_row = key_group * 16 + lane % 8 + (lane / 8) % 2 * 8;
             const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
-            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + kv_offset<D, kPaged>(v_row, v_chunk)));
+            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + kv_offset<D>(v_row, v_chunk)));
             ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
             ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
         }

@@ -122,19 +122,20 @@ FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, bool paged) {
 // Q rows are padded by 8 elements (conflict-free ldmatrix, read once).
 FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim + 8; }
 
-// K/V rows of the pipeline stages. Contiguous caches at hd64 and hd128 keep
-// rows unpadded (whole 128-byte lines) and XOR the 16-byte chunk index with
-// row % 8 so ldmatrix's 8 rows still hit 8 bank groups: with padded rows
-// each cp.async's 16-byte pieces straddle 128-byte lines of shared memory
-// and the L1 fetched 1.5x the sectors from L2 (ncu on the H200; unpadded:
-// 5-9% faster). Paged caches, hd256 and hd512 measured slower unpadded
-// (paged B64 642 against 594 us, hd256 336 against 274 us) and keep the
-// padding, as does hd96 (192-byte rows). docs/kernel-notes.md, d9.
-FMHA_HOST_DEVICE constexpr bool decode_kv_swizzled(int head_dim, bool paged) {
-    return (head_dim == 64 || head_dim == 128) && !paged;
+// K/V rows of the pipeline stages. At hd64 and hd128 rows are unpadded
+// (whole 128-byte lines) and the 16-byte chunk index is XORed with row % 8
+// so ldmatrix's 8 rows still hit 8 bank groups: with padded rows each
+// cp.async's 16-byte pieces straddle 128-byte lines of shared memory and the
+// L1 fetched 1.5x the sectors from L2 (ncu on the H200; unpadded: 5-9%
+// faster contiguous, 2-4% paged once the paged kernels carried no
+// contiguous path). hd256 and hd512 measured slower unpadded (hd256 336
+// against 274 us) and keep the padding, as does hd96 (192-byte rows).
+// docs/kernel-notes.md, d9 and d16.
+FMHA_HOST_DEVICE constexpr bool decode_kv_swizzled(int head_dim) {
+    return head_dim == 64 || head_dim == 128;
 }
-FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim, bool paged) {
-    return decode_kv_swizzled(head_dim, paged) ? head_dim : head_dim + 8;
+FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim) {
+    return decode_kv_swizzled(head_dim) ? head_dim : head_dim + 8;
 }
 
 // Q tile, then the K/V stages; after the key loop the stages are reused for
@@ -144,7 +145,7 @@ FMHA_HOST_DEVICE constexpr int decode_q_bytes(int head_dim) {
 }
 FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim, bool paged) {
     return decode_tile(head_dim, paged).stages * 2 * decode_tile(head_dim, paged).block_n *
-           decode_kv_row(head_dim, paged) * 2;
+           decode_kv_row(head_dim) * 2;
 }
 FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim, bool paged) {
     return (decode_tile(head_dim, paged).warps / decode_tile(head_dim, paged).d_split) *

@@ -4,6 +4,7 @@
 
 #include "driver.h"
 #include "errors.h"
+#include "kernels/fast_divide.h"
 
 namespace fmha {
 
@@ -45,9 +46,9 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     f.seqused_k = p.seqused_k ? t.seqused_k : nullptr;
     f.block_table = p.paged_kv ? t.block_table : nullptr;
     f.page_size = p.paged_kv ? p.page_size : 0;
-    f.page_shift = -1;
-    for (int shift = 0; shift < 31; ++shift)
-        if (f.page_size == (1 << shift)) f.page_shift = shift;
+    const FastDivide page_div = make_fast_divide(f.page_size);
+    f.page_div_magic = page_div.magic;
+    f.page_div_shift = page_div.shift;
     f.max_pages_per_seq = static_cast<int32_t>(p.max_pages_per_seq);
     f.num_pages = static_cast<int32_t>(p.num_pages);
     f.mask = p.mask;

@@ -139,8 +139,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         const int j0 = key0 + i * BN;
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
-            const int j = j0 + row_in_pass + k * kRowsPerPass;
-            pages[k] = j < n_end ? __ldg(k_rows.table + k_rows.block_of(j)) : 0;
+            const int j = min(j0 + row_in_pass + k * kRowsPerPass, n_end - 1);
+            pages[k] = __ldg(k_rows.table + k_rows.block_of(j));
         }
     };
     auto load_tile = [&](int i, int s) {
@@ -152,20 +152,18 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         for (int k = 0; k < kRowsPerThread; ++k) {
             const int r = row_in_pass + k * kRowsPerPass;
             if (r >= BN) break;
+            // Branch-free: a row past the keys reads nothing (zero-fill) but
+            // still gets the address of the last key, inside the tensor.
             const bool valid = j0 + r < n_end;
-            const T *ks = k_rows.base, *vs = v_rows.base;
+            const int j = min(j0 + r, n_end - 1);
+            const T *ks, *vs;
             if constexpr (kPaged) {
-                if (valid) {
-                    const int2 slot = k_rows.slot_of(pages[k], j0 + r);
-                    ks = k_rows.at(slot) + chunk * 8;
-                    vs = v_rows.at(slot) + chunk * 8;
-                }
+                const int2 slot = k_rows.slot_of(pages[k], j);
+                ks = k_rows.at(slot) + chunk * 8;
+                vs = v_rows.at(slot) + chunk * 8;
             } else {
-                // Branch-free: a row past the keys reads nothing (zero-fill)
-                // but still gets an address inside the tensor.
-                const int64_t row = min(j0 + r, n_end - 1);
-                ks = k_rows.base + row * k_rows.seq_stride + chunk * 8;
-                vs = v_rows.base + row * v_rows.seq_stride + chunk * 8;
+                ks = k_rows.base + int64_t(j) * k_rows.seq_stride + chunk * 8;
+                vs = v_rows.base + int64_t(j) * v_rows.seq_stride + chunk * 8;
             }
             ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)), ks, valid);
             ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)), vs, valid);

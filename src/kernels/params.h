@@ -43,7 +43,8 @@ struct FwdParams {
     const int32_t *seqused_k;     // [batch]: key counts, overriding the above
     const int32_t *block_table;   // [batch][max_pages_per_seq]: page of each key block
     int32_t page_size;
-    int32_t page_shift;           // log2(page_size) for powers of two, else -1
+    uint32_t page_div_magic;      // key index / page_size (kernels/fast_divide.h)
+    int32_t page_div_shift;
     int32_t max_pages_per_seq;
     int32_t num_pages;
     int32_t mask;                 // fmha_mask
@@ -51,7 +52,6 @@ struct FwdParams {
     int32_t window_right;
     int32_t total_q;              // rows of packed Q/O (varlen), for clamping cu_seqlens
     int32_t total_k;              // rows of packed K/V (varlen, unpaged)
-    int32_t reserved;
     int64_t lse_batch_stride;     // LSE element (b, h, row): b*batch + h*head + row
     int64_t lse_head_stride;
 };

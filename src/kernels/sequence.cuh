@@ -5,6 +5,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "kernels/fast_divide.h"
 #include "kernels/params.h"
 
 namespace fmha {
@@ -80,16 +81,15 @@ struct KvRows {
     int64_t seq_stride;      // between rows (within a page)
     int64_t page_stride;     // between pages
     const int32_t *table;    // this sequence's block-table row, or null
-    int page_size, page_shift, num_pages;
+    FastDivide page_div;     // key index / page_size
+    int page_size, num_pages;
 
     // Block-table column of key j, and (page, row in page) of key j from the
     // table entry of that column (paged caches only). K and V share the
-    // block table, so one lookup serves both.
-    __device__ __forceinline__ int block_of(int j) const {
-        return page_shift >= 0 ? j >> page_shift : j / page_size;
-    }
+    // block table, so one lookup serves both. Branch-free for every page size.
+    __device__ __forceinline__ int block_of(int j) const { return fast_divide(j, page_div); }
     __device__ __forceinline__ int2 slot_of(int entry, int j) const {
-        const int in_page = page_shift >= 0 ? j & (page_size - 1) : j % page_size;
+        const int in_page = j - block_of(j) * page_size;
         // Out-of-range entries are clamped: a broken table never faults.
         return make_int2(min(max(entry, 0), num_pages - 1), in_page);
     }
@@ -112,7 +112,7 @@ __device__ __forceinline__ KvRows<T> kv_rows(const FwdParams &p, const void *ptr
     r.seq_stride = st.seq;
     r.page_stride = st.batch;
     r.page_size = p.page_size;
-    r.page_shift = p.page_shift;
+    r.page_div = FastDivide{p.page_div_magic, p.page_div_shift};
     r.num_pages = p.num_pages;
     const T *head_base = static_cast<const T *>(ptr) + int64_t(kv_head) * st.head;
     if (p.block_table != nullptr) {

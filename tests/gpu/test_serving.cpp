@@ -159,7 +159,7 @@ TEST_CASE("varlen prefill: ragged batches against the float64 reference",
 }
 
 // ---------------------------------------------------------------------------
-// Paged KV caches: shuffled pages of sizes 1 to 256.
+// Paged KV caches: shuffled pages of sizes 1 to 256, and 3 and 48.
 
 namespace {
 

@@ -955,7 +955,8 @@ std::vector<ServingCase> varlen_suite() {
 
 std::vector<ServingCase> paged_suite() {
     std::vector<ServingCase> v;
-    const int32_t page_sizes[] = {1, 16, 32, 64, 128, 256};
+    // 3 and 48 are not powers of two: the kernels' general page division.
+    const int32_t page_sizes[] = {1, 16, 32, 64, 128, 256, 3, 48};
     int n = 0;
     for (int32_t ps : page_sizes) {
         std::mt19937_64 rng(case_seed(base_seed(), 21500 + uint64_t(ps)));

@@ -1,4 +1,4 @@
-// Division of non-negative 31-bit integers by a divisor fixed at plan time,
+// Division of non-negative 31-bit integers by a divisor known on the host,
 // as a multiply-high and a shift (no branch, no division loop). The paged
 // kernels split every key index into (block-table column, row in page)
 // with it, for any page size.

@@ -76,19 +76,22 @@ static fmha_status launch_result(const Driver &drv, CUresult res, const char *ca
 }
 
 fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,
-                             unsigned threads, CUstream stream, void *params,
+                             unsigned grid_y, unsigned grid_z, unsigned threads,
+                             unsigned smem_bytes, CUstream stream, void *params,
                              const char *kernel_name) {
     if (device_sm < 90 || drv.launch_kernel_ex == nullptr)
-        return launch(drv, fn, grid_x, 1, 1, threads, 0, stream, params, kernel_name);
+        return launch(drv, fn, grid_x, grid_y, grid_z, threads, smem_bytes, stream, params,
+                      kernel_name);
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig config{};
     config.gridDimX = grid_x;
-    config.gridDimY = config.gridDimZ = 1;
+    config.gridDimY = grid_y;
+    config.gridDimZ = grid_z;
     config.blockDimX = threads;
     config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = 0;
+    config.sharedMemBytes = smem_bytes;
     config.hStream = stream;
     config.attrs = &attr;
     config.numAttrs = 1;

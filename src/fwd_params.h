@@ -15,13 +15,14 @@ fmha_status launch(const Driver &drv, CUfunction fn, unsigned grid_x, unsigned g
                    unsigned grid_z, unsigned threads, unsigned smem_bytes, CUstream stream,
                    void *params, const char *kernel_name);
 
-// As launch(), for a kernel that depends on the previous one in `stream`:
-// on sm_90+ (and when the driver has cuLaunchKernelEx) it is launched with
-// programmatic stream serialization, so it is scheduled while its
-// predecessor drains and waits on griddepcontrol.wait before reading the
-// predecessor's output.
+// As launch(), with programmatic stream serialization on sm_90+ (when the
+// driver has cuLaunchKernelEx): the kernel may be scheduled while its
+// predecessor in `stream` drains, so its launch latency hides under the
+// predecessor's tail. The kernel must execute griddepcontrol.wait
+// (ptx::wait_for_predecessor) before it touches global memory.
 fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,
-                             unsigned threads, CUstream stream, void *params,
+                             unsigned grid_y, unsigned grid_z, unsigned threads,
+                             unsigned smem_bytes, CUstream stream, void *params,
                              const char *kernel_name);
 
 }  // namespace fmha

@@ -117,37 +117,40 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
         dp.partial_lse =
             reinterpret_cast<float *>(static_cast<char *>(workspace) + ws.partial_o_bytes);
     }
-    FMHA_TRY(launch(*plan.drv, plan.function, c.num_splits,
-                    static_cast<unsigned>(dp.num_m_tiles * p.num_kv_heads),
-                    static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream, &dp,
-                    c.kernel_name));
+    // Launched dependent: it may be scheduled while the previous kernel in
+    // the stream drains (it waits for that kernel before touching memory).
+    FMHA_TRY(launch_dependent(*plan.drv, plan.device_sm, plan.function, c.num_splits,
+                              static_cast<unsigned>(dp.num_m_tiles * p.num_kv_heads),
+                              static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream,
+                              &dp, c.kernel_name));
     if (c.num_splits <= 1) return FMHA_STATUS_SUCCESS;
 
     // Combine the splits. Packed (varlen) rows are one batch of total_q rows.
-    CombineParams cp{};
+    SplitCombineParams cp{};
+    CombineShape &sh = cp.shape;
     const int64_t heads = p.num_q_heads, d = p.head_dim;
     const int64_t batch = p.varlen_q ? 1 : p.batch;
     const int64_t seqlen = p.varlen_q ? p.total_q : p.seqlen_q;
-    for (int s = 0; s < c.num_splits; ++s) {
-        cp.o_parts[s] = dp.partial_o + int64_t(s) * dp.q_rows * heads * d;
-        cp.lse_parts[s] = dp.partial_lse + int64_t(s) * heads * dp.q_rows;
-    }
-    cp.part_stride = {seqlen * heads * d, heads * d, d};
-    cp.lse_part_stride = {seqlen, 1, dp.q_rows};
-    cp.o = t.o;
-    cp.o_stride = {p.o.batch, p.o.seq, p.o.head};
-    cp.lse = p.write_lse ? t.lse : nullptr;
-    cp.lse_stride = {dp.fwd.lse_batch_stride, 1, dp.fwd.lse_head_stride};
-    cp.sinks = p.sinks ? t.sinks : nullptr;
-    cp.row_limit = p.varlen_q ? t.cu_seqlens_q + p.batch : nullptr;
-    cp.rows = batch * seqlen;
-    cp.seqlen = static_cast<int32_t>(seqlen);
-    cp.heads = static_cast<int32_t>(heads);
-    cp.head_dim = static_cast<int32_t>(d);
-    cp.num_parts = c.num_splits;
-    const unsigned blocks = static_cast<unsigned>(cp.rows * heads);  // one CTA per (row, head)
-    return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 128, stream,
-                            &cp, c.combine_kernel_name);
+    cp.o_parts = dp.partial_o;
+    cp.lse_parts = dp.partial_lse;
+    cp.o_part_step = dp.q_rows * heads * d;
+    cp.lse_part_step = heads * dp.q_rows;
+    sh.part_stride = {seqlen * heads * d, heads * d, d};
+    sh.lse_part_stride = {seqlen, 1, dp.q_rows};
+    sh.o = t.o;
+    sh.o_stride = {p.o.batch, p.o.seq, p.o.head};
+    sh.lse = p.write_lse ? t.lse : nullptr;
+    sh.lse_stride = {dp.fwd.lse_batch_stride, 1, dp.fwd.lse_head_stride};
+    sh.sinks = p.sinks ? t.sinks : nullptr;
+    sh.row_limit = p.varlen_q ? t.cu_seqlens_q + p.batch : nullptr;
+    sh.rows = batch * seqlen;
+    sh.seqlen = static_cast<int32_t>(seqlen);
+    sh.heads = static_cast<int32_t>(heads);
+    sh.head_dim = static_cast<int32_t>(d);
+    sh.num_parts = c.num_splits;
+    const unsigned blocks = static_cast<unsigned>(sh.rows * heads);  // one CTA per (row, head)
+    return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 1, 1,
+                            kCombineThreads, 0, stream, &cp, c.combine_kernel_name);
 }
 
 }  // namespace

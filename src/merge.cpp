@@ -173,23 +173,26 @@ FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_
     FMHA_TRY(fmha::check_aligned("o", -1, o, 16));
     if (m.write_lse) FMHA_TRY(fmha::check_aligned("lse", -1, lse, 4));
     const int64_t s = m.seqlen_q, h = m.num_heads;
-    cp.part_stride = {m.part.batch, m.part.seq, m.part.head};
-    cp.lse_part_stride = {h * s, 1, s};  // [batch, heads, seqlen_q], as fmha_run writes it
-    cp.o = o;
-    cp.o_stride = {m.o.batch, m.o.seq, m.o.head};
-    cp.lse = m.write_lse ? lse : nullptr;
-    cp.lse_stride = {h * s, 1, s};
-    cp.rows = m.batch * s;
-    cp.seqlen = static_cast<int32_t>(s);
-    cp.heads = static_cast<int32_t>(h);
-    cp.head_dim = static_cast<int32_t>(m.head_dim);
-    cp.num_parts = m.num_parts;
+    fmha::CombineShape &sh = cp.shape;
+    sh.part_stride = {m.part.batch, m.part.seq, m.part.head};
+    sh.lse_part_stride = {h * s, 1, s};  // [batch, heads, seqlen_q], as fmha_run writes it
+    sh.o = o;
+    sh.o_stride = {m.o.batch, m.o.seq, m.o.head};
+    sh.lse = m.write_lse ? lse : nullptr;
+    sh.lse_stride = {h * s, 1, s};
+    sh.rows = m.batch * s;
+    sh.seqlen = static_cast<int32_t>(s);
+    sh.heads = static_cast<int32_t>(h);
+    sh.head_dim = static_cast<int32_t>(m.head_dim);
+    sh.num_parts = m.num_parts;
     fmha::ScopedContext scope(*plan->drv, plan->ctx);
     FMHA_TRY(scope.status());
-    // One CTA of 128 threads per (row, head).
-    return fmha::launch(*plan->drv, plan->function, static_cast<unsigned>(cp.rows * h), 1, 1,
-                        128, 0, reinterpret_cast<CUstream>(stream), &cp,
-                        plan->choice.kernel_name);
+    // One CTA per (row, head), launched dependent: it is scheduled while the
+    // runs that computed the parts drain, and waits for their memory.
+    return fmha::launch_dependent(*plan->drv, plan->device_sm, plan->function,
+                                  static_cast<unsigned>(sh.rows * h), 1, 1, fmha::kCombineThreads,
+                                  0, reinterpret_cast<CUstream>(stream), &cp,
+                                  plan->choice.kernel_name);
 }
 
 }  // extern "C"

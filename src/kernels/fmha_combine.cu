@@ -36,119 +36,156 @@ __device__ __forceinline__ float4 load4<__half>(const __half *p) {
     return make_float4(a.x, a.y, b.x, b.y);
 }
 
-constexpr int kThreads = 128;
+constexpr int kThreads = kCombineThreads;
+constexpr int kWarps = kThreads / 32;
+constexpr int kLsePerLane = kMaxCombineParts / 32;  // every warp holds all parts' LSE
+constexpr int kPrefetch = 8;  // O chunks per thread loaded before the weights are known
 
-// One CTA per (row, head). First the weights w_p = exp(LSE_p - LSE) of all
-// parts go to shared memory; then each thread accumulates one 4-column chunk
-// over a strided subset of the parts (independent loads, many in flight: a
-// serial walk over the parts would be latency-bound), and the subsets are
-// summed through shared memory.
-template <typename In, bool kBf16Out>
-__device__ __forceinline__ void combine(const CombineParams &p) {
+// Where part `part` lies: the caller's pointers (merge) or the workspace at
+// a fixed step (split-KV).
+template <typename In>
+__device__ __forceinline__ const In *part_o(const CombineParams &p, int part) {
+    return static_cast<const In *>(p.o_parts[part]);
+}
+__device__ __forceinline__ const float *part_lse(const CombineParams &p, int part) {
+    return p.lse_parts[part];
+}
+template <typename In>
+__device__ __forceinline__ const In *part_o(const SplitCombineParams &p, int part) {
+    return p.o_parts + part * p.o_part_step;
+}
+__device__ __forceinline__ const float *part_lse(const SplitCombineParams &p, int part) {
+    return p.lse_parts + part * p.lse_part_step;
+}
+
+__device__ __forceinline__ void add_scaled(float4 &acc, float w, const float4 &x) {
+    acc.x += w * x.x;
+    acc.y += w * x.y;
+    acc.z += w * x.z;
+    acc.w += w * x.w;
+}
+
+// One CTA per (row, head); its critical path is a few memory latencies, so
+// everything independent is issued at once. Each thread owns one 4-column
+// chunk of a strided subset of the parts (independent loads, many in flight)
+// and loads its first kPrefetch chunks together with the LSEs. Every warp
+// reduces all the LSEs itself (no block barrier before the weights), keeps
+// the weights w_p = exp(LSE_p - LSE) in its own shared-memory row, and the
+// subsets are summed through shared memory at the end: one block barrier.
+template <typename In, bool kBf16Out, typename Params>
+__device__ __forceinline__ void combine(const Params &p) {
     using Out = typename Elem<kBf16Out>::T;
-    __shared__ float weight[kMaxCombineParts];
-    __shared__ float reduce[kThreads / 32];
+    const CombineShape &sh = p.shape;
+    __shared__ float weight[kWarps][kMaxCombineParts];
     __shared__ float4 partial[kThreads];
-    __shared__ float lse_shared;
 
     ptx::wait_for_predecessor();  // split-KV: the decode grid's partials
+    ptx::launch_dependents();     // a dependent launch may be scheduled now
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int64_t row = blockIdx.x / p.heads;
-    const int head = static_cast<int>(blockIdx.x % p.heads);
-    if (p.row_limit != nullptr && row >= *p.row_limit) return;  // past the packed rows
-    const int64_t b = row / p.seqlen, s = row % p.seqlen;
+    const int64_t row = blockIdx.x / sh.heads;
+    const int head = static_cast<int>(blockIdx.x % sh.heads);
+    if (sh.row_limit != nullptr && row >= *sh.row_limit) return;  // past the packed rows
+    const int64_t b = row / sh.seqlen, s = row % sh.seqlen;
+    const int64_t lse_offset = b * sh.lse_part_stride.batch + s * sh.lse_part_stride.seq +
+                               head * sh.lse_part_stride.head;
+    const int64_t part_offset =
+        b * sh.part_stride.batch + s * sh.part_stride.seq + int64_t(head) * sh.part_stride.head;
 
-    float lse_p = -CUDART_INF_F;  // this thread's part (tid < num_parts)
-    if (tid < p.num_parts)
-        lse_p = p.lse_parts[tid][b * p.lse_part_stride.batch + s * p.lse_part_stride.seq +
-                                 head * p.lse_part_stride.head];
-    static_assert(kMaxCombineParts <= kThreads, "one part per thread for the weights");
-    // Block max (the sink joins as one more logit), then the sum.
-    float mx = lse_p;
-    if (tid == 0 && p.sinks != nullptr) mx = fmaxf(mx, p.sinks[head]);
+    static_assert(kMaxCombineParts % 32 == 0, "whole lanes of LSE");
+    float lse_l[kLsePerLane];  // parts lane, lane + 32, ...
+#pragma unroll
+    for (int i = 0; i < kLsePerLane; ++i) {
+        const int part = lane + 32 * i;
+        lse_l[i] = part < sh.num_parts ? part_lse(p, part)[lse_offset] : -CUDART_INF_F;
+    }
+
+    // head_dim <= 512 (fmha.h's limit): a row's chunks fit in one pass.
+    static_assert(512 / 4 <= kThreads, "one pass over the columns");
+    const int chunks = sh.head_dim / 4;
+    const int groups = kThreads / chunks;  // part subsets summed in parallel
+    const int chunk = tid % chunks, group = tid / chunks;
+    const bool active = group < groups;    // head_dim 96: a few idle threads
+    float4 early[kPrefetch];
+#pragma unroll
+    for (int i = 0; i < kPrefetch; ++i) {
+        const int part = group + i * groups;
+        if (active && part < sh.num_parts)
+            early[i] = load4(part_o<In>(p, part) + part_offset + 4 * chunk);
+    }
+
+    // LSE = log(sum_p exp(LSE_p) [+ exp(sink)]), by every warp.
+    const float sink = sh.sinks != nullptr ? sh.sinks[head] : -CUDART_INF_F;
+    float mx = sink;
+#pragma unroll
+    for (int i = 0; i < kLsePerLane; ++i) mx = fmaxf(mx, lse_l[i]);
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    if (lane == 0) reduce[warp] = mx;
-    __syncthreads();
-    mx = reduce[0];
+    float sum = 0.f;
+    if (mx != -CUDART_INF_F) {
 #pragma unroll
-    for (int w = 1; w < kThreads / 32; ++w) mx = fmaxf(mx, reduce[w]);
-    __syncthreads();
-    float e = mx == -CUDART_INF_F || lse_p == -CUDART_INF_F ? 0.f : __expf(lse_p - mx);
-    if (tid == 0 && p.sinks != nullptr && mx != -CUDART_INF_F) e += __expf(p.sinks[head] - mx);
-    float sum = e;
+        for (int i = 0; i < kLsePerLane; ++i)
+            if (lse_l[i] != -CUDART_INF_F) sum += __expf(lse_l[i] - mx);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (lane == 0) reduce[warp] = sum;
-    __syncthreads();
-    if (tid == 0) {
-        float total = 0.f;
+    if (sink != -CUDART_INF_F) sum += __expf(sink - mx);
+    const float lse = sum > 0.f ? mx + __logf(sum) : -CUDART_INF_F;
 #pragma unroll
-        for (int w = 0; w < kThreads / 32; ++w) total += reduce[w];
-        lse_shared = total > 0.f ? mx + __logf(total) : -CUDART_INF_F;
-    }
-    __syncthreads();
-    const float lse = lse_shared;
-    if (tid < p.num_parts)
-        weight[tid] = lse == -CUDART_INF_F || lse_p == -CUDART_INF_F ? 0.f : __expf(lse_p - lse);
-    __syncthreads();
+    for (int i = 0; i < kLsePerLane; ++i)
+        weight[warp][lane + 32 * i] =
+            lse == -CUDART_INF_F || lse_l[i] == -CUDART_INF_F ? 0.f : __expf(lse_l[i] - lse);
+    __syncwarp();
 
-    const int chunks = p.head_dim / 4;          // 4-column chunks of a row
-    const int per_pass = kThreads / chunks > 0 ? chunks : kThreads;
-    const int groups = kThreads / per_pass;     // part subsets summed in parallel
-    const int chunk = tid % per_pass, group = tid / per_pass;
-    const int64_t part_offset =
-        b * p.part_stride.batch + s * p.part_stride.seq + int64_t(head) * p.part_stride.head;
-    Out *out = static_cast<Out *>(p.o) + b * p.o_stride.batch + s * p.o_stride.seq +
-               int64_t(head) * p.o_stride.head;
-    for (int c0 = 0; c0 < chunks; c0 += per_pass) {
-        const int c = c0 + chunk;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (group < groups && c < chunks) {
-#pragma unroll 4
-            for (int part = group; part < p.num_parts; part += groups) {
-                const float w = weight[part];
-                if (w == 0.f) continue;  // saw no key: contributes nothing, not read
-                const float4 x =
-                    load4(static_cast<const In *>(p.o_parts[part]) + part_offset + 4 * c);
-                acc.x += w * x.x;
-                acc.y += w * x.y;
-                acc.z += w * x.z;
-                acc.w += w * x.w;
-            }
+    // A part with weight 0 saw no key: it contributes nothing and is never
+    // multiplied (its O may be anything, even NaN).
+    const float *w = weight[warp];
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (active) {
+#pragma unroll
+        for (int i = 0; i < kPrefetch; ++i) {
+            const int part = group + i * groups;
+            if (part < sh.num_parts && w[part] != 0.f) add_scaled(acc, w[part], early[i]);
         }
+#pragma unroll 4
+        for (int part = group + kPrefetch * groups; part < sh.num_parts; part += groups)
+            if (w[part] != 0.f)
+                add_scaled(acc, w[part], load4(part_o<In>(p, part) + part_offset + 4 * chunk));
+    }
+    if (groups > 1) {  // uniform across the CTA
         partial[tid] = acc;
         __syncthreads();
-        if (group == 0 && c < chunks) {
+        if (group == 0)
             for (int g = 1; g < groups; ++g) {
-                const float4 x = partial[g * per_pass + chunk];
+                const float4 x = partial[g * chunks + chunk];
                 acc.x += x.x;
                 acc.y += x.y;
                 acc.z += x.z;
                 acc.w += x.w;
             }
-            uint2 packed;
-            packed.x = Elem<kBf16Out>::pack(acc.x, acc.y);
-            packed.y = Elem<kBf16Out>::pack(acc.z, acc.w);
-            *reinterpret_cast<uint2 *>(out + 4 * c) = packed;
-        }
-        __syncthreads();
     }
-    if (tid == 0 && p.lse != nullptr)
-        p.lse[b * p.lse_stride.batch + s * p.lse_stride.seq + head * p.lse_stride.head] = lse;
+    if (group == 0) {
+        Out *out = static_cast<Out *>(sh.o) + b * sh.o_stride.batch + s * sh.o_stride.seq +
+                   int64_t(head) * sh.o_stride.head;
+        uint2 packed;
+        packed.x = Elem<kBf16Out>::pack(acc.x, acc.y);
+        packed.y = Elem<kBf16Out>::pack(acc.z, acc.w);
+        *reinterpret_cast<uint2 *>(out + 4 * chunk) = packed;
+    }
+    if (tid == 0 && sh.lse != nullptr)
+        sh.lse[b * sh.lse_stride.batch + s * sh.lse_stride.seq + head * sh.lse_stride.head] = lse;
 }
 
 }  // namespace fmha::combine
 
 // Entry points: split-KV combine (fp32 parts) and merge (16-bit parts), per
 // output dtype. Named in launch_decode.cpp and merge.cpp.
-#define FMHA_COMBINE_ENTRY(name, in, bf16_out)                                         \
+#define FMHA_COMBINE_ENTRY(name, params, in, bf16_out)                                 \
     extern "C" __global__ void __launch_bounds__(fmha::combine::kThreads)              \
-        name(const fmha::CombineParams p) {                                            \
+        name(const fmha::params p) {                                                   \
         fmha::combine::combine<in, bf16_out>(p);                                       \
     }
 
-FMHA_COMBINE_ENTRY(fmha_combine_splits_bf16, float, true)
-FMHA_COMBINE_ENTRY(fmha_combine_splits_fp16, float, false)
-FMHA_COMBINE_ENTRY(fmha_merge_bf16, __nv_bfloat16, true)
-FMHA_COMBINE_ENTRY(fmha_merge_fp16, __half, false)
+FMHA_COMBINE_ENTRY(fmha_combine_splits_bf16, SplitCombineParams, float, true)
+FMHA_COMBINE_ENTRY(fmha_combine_splits_fp16, SplitCombineParams, float, false)
+FMHA_COMBINE_ENTRY(fmha_merge_bf16, CombineParams, __nv_bfloat16, true)
+FMHA_COMBINE_ENTRY(fmha_merge_fp16, CombineParams, __half, false)

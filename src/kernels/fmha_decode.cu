@@ -89,6 +89,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int batch = blockIdx.z;
     const int group = dp.q_heads_per_kv;
 
+    // Launched dependent: nothing global is touched before the previous
+    // kernel in the stream has finished and its memory is visible.
+    ptx::wait_for_predecessor();
     // The combine kernel may be scheduled now; it waits for this grid's
     // memory before reading the partials.
     ptx::launch_dependents();

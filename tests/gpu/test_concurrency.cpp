@@ -1,7 +1,10 @@
-// CUDA graph capture and one plan shared by several threads and streams.
+// CUDA graph capture, one plan shared by several threads and streams, and
+// runs chained through their outputs.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -184,5 +187,133 @@ TEST_CASE("one plan, four threads, four streams", "[gpu][threads]") {
         CHECK(errors[size_t(i)] == "");
         std::string why;
         CHECK(data[size_t(i)]->guards_intact(&why));
+    }
+}
+
+// Runs queued back to back on one stream, each reading the previous run's O
+// as its Q. The decode kernel and the split combine are launched as
+// programmatic dependents (scheduled while their predecessor drains): a
+// kernel that touched global memory before its predecessor finished would
+// read the NaN prefill or a half-written O here.
+TEST_CASE("chained runs read their predecessor's output", "[gpu][chain]") {
+    FMHA_GPU_TEST_PROLOGUE();
+    struct Shape {
+        int64_t batch, seqlen_q, seqlen_k;
+        int32_t num_splits;  // 0: automatic (split-KV at these sizes), 1: none
+    };
+    constexpr int kSteps = 4;
+    const Shape shapes[] = {{2, 4, 3000, 0}, {2, 4, 3000, 1}, {24, 1, 1024, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
+        const Shape &shape = shapes[si];
+        Case c;
+        c.batch = shape.batch;
+        c.num_q_heads = c.num_kv_heads = 8;  // Q and O of one shape
+        c.seqlen_q = shape.seqlen_q;
+        c.seqlen_k = shape.seqlen_k;
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.write_lse = false;
+        c.kernel = test_kernel_family();
+        c.seed = case_seed(base_seed(), 30000 + si);
+        CaseData data(c);
+        fmha_descriptor first = data.descriptor();
+        first.num_splits = shape.num_splits;
+        fmha_descriptor next = first;  // Q is the previous step's O
+        next.q_strides = data.o_layout.strides;
+        PlanPtr plan_first = make_plan(first), plan_next = make_plan(next);
+        const std::string plan_text = describe_plan(plan_next.get());
+        std::printf("chain: %s\n", plan_text.c_str());
+        INFO(c.name() << " num_splits " << shape.num_splits << ": " << plan_text);
+        Workspace ws(plan_next.get());
+        Workspace ws_first(plan_first.get());
+
+        std::vector<DeviceBuffer> outs;
+        for (int i = 0; i < kSteps; ++i) {
+            outs.emplace_back(data.o_layout.alloc_elems, 2, kGuard16);
+            outs.back().fill(kOutputPrefill16);
+        }
+        const int64_t offset = data.o_layout.offset;
+        auto at = [&](const DeviceBuffer &b) { return static_cast<uint16_t *>(b.data()) + offset; };
+        auto enqueue_chain = [&](cudaStream_t stream) {
+            for (int i = 0; i < kSteps; ++i) {  // no synchronization in between
+                fmha_tensors t = data.tensors();
+                if (i > 0) t.q = at(outs[size_t(i - 1)]);
+                t.o = at(outs[size_t(i)]);
+                const fmha_plan *plan = i == 0 ? plan_first.get() : plan_next.get();
+                const Workspace &w = i == 0 ? ws_first : ws;
+                FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                                    fmha_run(plan, &t, w.ptr(), w.bytes, fmha_stream(stream)));
+            }
+        };
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        enqueue_chain(nullptr);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        REQUIRE(cudaGetLastError() == cudaSuccess);
+
+        // Step i against the references computed from the O step i-1 wrote.
+        std::vector<std::vector<uint16_t>> host(kSteps);
+        for (int i = 0; i < kSteps; ++i) {
+            host[size_t(i)].resize(data.o_layout.alloc_elems);
+            outs[size_t(i)].download(host[size_t(i)].data());
+        }
+        RefProblem rp = data.ref_problem();
+        const uint16_t *k = data.host_k().data() + data.k_layout.offset;
+        const uint16_t *v = data.host_v().data() + data.v_layout.offset;
+        for (int i = 0; i < kSteps; ++i) {
+            INFO("step " << i);
+            const uint16_t *q = data.host_q().data() + data.q_layout.offset;
+            if (i > 0) {
+                rp.q = data.o_layout.strides;
+                q = host[size_t(i - 1)].data() + offset;
+            }
+            const RefResult r64 = reference_fp64(rp, q, k, v);
+            const RefResult rlow = reference_lowp(rp, q, k, v);
+            double err = 0, lowp_err = 0;
+            bool finite = true;
+            for (int64_t b = 0; b < c.batch; ++b)
+                for (int64_t h = 0; h < c.num_q_heads; ++h)
+                    for (int64_t s = 0; s < c.seqlen_q; ++s)
+                        for (int64_t d = 0; d < c.head_dim; ++d) {
+                            const size_t ref = size_t(((b * c.num_q_heads + h) * c.seqlen_q + s) *
+                                                          c.head_dim + d);
+                            const double got = bf16_to_float(
+                                host[size_t(i)][size_t(offset + element_offset(
+                                                                    data.o_layout.strides, b, s, h, d))]);
+                            finite = finite && std::isfinite(got);
+                            err = std::max(err, std::fabs(got - r64.o[ref]));
+                            lowp_err = std::max(lowp_err, std::fabs(rlow.o[ref] - r64.o[ref]));
+                        }
+            INFO("max error " << err << ", same-precision reference " << lowp_err);
+            CHECK(finite);
+            CHECK(err <= 2 * lowp_err + 1e-6);
+            std::string why;
+            const bool guards = outs[size_t(i)].guards_intact(&why);
+            INFO(why);
+            CHECK(guards);
+        }
+
+        // The same chain captured in a graph (dependent launches become
+        // programmatic edges) gives the same bits.
+        for (DeviceBuffer &b : outs) b.fill(kOutputPrefill16);
+        cudaStream_t s;
+        REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+        enqueue_chain(s);
+        cudaGraph_t graph = nullptr;
+        REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+        cudaGraphExec_t exec = nullptr;
+        REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+        REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+        const cudaError_t e = cudaStreamSynchronize(s);
+        INFO(cuda_error_text(e));
+        REQUIRE(e == cudaSuccess);
+        for (int i = 0; i < kSteps; ++i) {
+            std::vector<uint16_t> replay(data.o_layout.alloc_elems);
+            outs[size_t(i)].download(replay.data());
+            INFO("graph step " << i);
+            CHECK(replay == host[size_t(i)]);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(s);
     }
 }

@@ -18,9 +18,6 @@ namespace {
 constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
 // Above that, and up to this, only when the prefill grid would be small.
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
-// A split should stream at least this many keys, or the combine costs more
-// than the parallelism gains.
-constexpr int64_t kMinKeysPerSplit = 256;
 
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
     static const char *const kNames[2][2][5] = {
@@ -51,14 +48,27 @@ int64_t m_tiles(const Problem &p) {
     return (p.seqlen_q * group_size(p) + kDecodeRows - 1) / kDecodeRows;
 }
 
-// The split count with the least estimated time: waves of CTAs x the time
-// of one CTA, which streams its share of the keys after a fixed cost (Q and
-// pipeline fill, the epilogue, its share of the combine) worth about
-// kSplitFixedKeys keys. Wave quantization alone is the wrong guide once
-// there are several waves: on the H200, paged B64 S2048 took 602 us with the
-// 5 splits that fill the last wave best and 568 us with 2 (docs/kernel-notes.md,
-// d10). Without device information (support queries) no split.
-constexpr int64_t kSplitFixedKeys = 128;
+// The split count with the least estimated time, from a bandwidth model
+// fitted on the H200 (docs/kernel-notes.md, d21: within 4% of the best
+// count on all 38 rows of the serving benchmark's decode, paged, decode-t
+// and hd512 sections; the previous waves-of-CTAs model lost up to 19%).
+// Times are in bytes streamed at one SM's share of DRAM bandwidth:
+//  - DRAM: the most loaded SM streams its CTAs' keys; CTAs of one KV head's
+//    other M tiles read the same keys from L2, so only 1/m_tiles of a CTA's
+//    bytes count. The SMs left idle give their share to the busy ones.
+//  - Latency: one CTA streams at most kCtaRate x an SM's share (3 stages
+//    in flight); a paged CTA, 2 stages and a block-table lookup per row,
+//    at most kPagedCtaRate. CTAs beyond the resident ones run in waves.
+//  - A split covers whole key tiles (the longest split sets the time: 15
+//    splits of 512 tiles cost 35 tiles, 16 cost 32). Every CTA pays a fixed
+//    cost (Q, pipeline fill, epilogue) worth kCtaFixedBytes; every split
+//    adds kCombineBytesPerSplit x head_dim / 128 to the combine.
+// Without device information (support queries) no split.
+constexpr double kCtaFixedBytes = 64 * 1024;
+constexpr double kCtaRate = 1.15;       // 39 GB/s against 34 GB/s per SM on the H200
+constexpr double kPagedCtaRate = 0.56;  // 19 GB/s
+constexpr double kCombineBytesPerSplit = 1700;  // 0.05 us at 34 GB/s (head_dim 128)
+constexpr double kMinSplitBytes = 128 * 1024;
 
 int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
     if (dev.num_sms <= 0) return 1;
@@ -66,18 +76,33 @@ int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
     // sm_100, 164 KB on sm_80; 1 KB of it reserved per CTA), at most 4.
     const int smem_per_sm = dev.sm == 80 ? 164 * 1024 : dev.sm >= 90 && dev.sm < 120 ? 228 * 1024
                                                                                     : 100 * 1024;
-    const int per_sm = std::max(1, std::min(4, smem_per_sm / (smem_bytes + 1024)));
-    const int64_t slots = int64_t(dev.num_sms) * per_sm;
-    const int64_t base = p.batch * p.num_kv_heads * m_tiles(p);
+    const int64_t per_sm = std::max(1, std::min(4, smem_per_sm / (smem_bytes + 1024)));
+    const int64_t sms = dev.num_sms;
+    const int64_t tiles = m_tiles(p);
+    const int64_t base = p.batch * p.num_kv_heads * tiles;  // CTAs of one split
+    const double key_bytes = 2.0 * 2 * p.head_dim;          // K and V, 16-bit
+    const double cta_rate = p.paged_kv ? kPagedCtaRate : kCtaRate;
+    // Every split streams at least 128 KB of K and V and two key tiles.
+    const int64_t block_n = decode_tile(static_cast<int>(p.head_dim), p.paged_kv).block_n;
+    const int64_t min_keys = std::max<int64_t>(2 * block_n, int64_t(kMinSplitBytes / key_bytes));
     const int64_t max_splits =
-        std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, p.seqlen_k / kMinKeysPerSplit));
+        std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, p.seqlen_k / min_keys));
+    const int64_t key_tiles = (p.seqlen_k + block_n - 1) / block_n;
+    const double combine_bytes = kCombineBytesPerSplit * double(p.head_dim) / 128;
     auto cost = [&](int64_t s) {
-        const int64_t waves = (base * s + slots - 1) / slots;
-        return waves * (kSplitFixedKeys + (p.seqlen_k + s - 1) / s);
+        const int64_t ctas = base * s;
+        const int64_t per_sm_ctas = (ctas + sms - 1) / sms;
+        const double keys = double((key_tiles + s - 1) / s * block_n);  // the longest split
+        const double busy = double(std::min(ctas, sms)) / double(sms);
+        const double dram = per_sm_ctas * (kCtaFixedBytes + keys * key_bytes / tiles) * busy;
+        const double waves = double((per_sm_ctas + per_sm - 1) / per_sm);
+        const double latency = waves * (kCtaFixedBytes + keys * key_bytes) / cta_rate;
+        return std::max(dram, latency) + (s > 1 ? combine_bytes * s : 0.0);
     };
-    int64_t best = 1, best_cost = cost(1);
+    int64_t best = 1;
+    double best_cost = cost(1);
     for (int64_t s = 2; s <= max_splits; ++s) {
-        const int64_t c = cost(s);
+        const double c = cost(s);
         if (c < best_cost) {
             best = s;
             best_cost = c;

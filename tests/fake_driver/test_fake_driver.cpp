@@ -654,46 +654,56 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
     }
 }
 
-// The automatic split count on a 132-SM sm_90 device, for the benchmark's
-// decode rows (T = 1, hd128, bf16): the choices measured best on the H200
-// (docs/kernel-notes.md, d21; paged B64 is 3% off its best, 3 splits).
-// Contiguous B=8 wants one CTA per SM (2 splits), paged B=1 two (32).
+// The automatic split count on a 132-SM sm_90 device, for the serving
+// benchmark's decode rows (bf16; T > 1 causal bottom-right): the counts
+// measured fastest on the H200, or within 4% of it (docs/kernel-notes.md,
+// d21; paged B64 is 3% off its best, 3 splits; hd512 B1 H16 S4096 4%, 48).
+// Contiguous B=8 wants one CTA per SM (2 splits), paged B=1 two (32); the
+// M tiles of one KV head share its keys (T=4 H64/8: 2 splits, not 1).
 TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
           "[cpu][fake-driver][plan][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Row {
-        int64_t batch, q_heads, kv_heads, seqlen_k;
+        int64_t batch, q_heads, kv_heads, seqlen_q, seqlen_k, head_dim;
         bool paged;
         int splits;
     };
-    const Row rows[] = {{1, 32, 8, 32768, false, 16}, {8, 32, 8, 8192, false, 2},
-                        {32, 32, 8, 4096, false, 1},  {64, 32, 32, 2048, false, 1},
-                        {8, 64, 8, 16384, false, 2},  {1, 32, 8, 32768, true, 32},
-                        {32, 32, 8, 4096, true, 1},   {64, 32, 32, 2048, true, 1}};
+    const Row rows[] = {
+        {1, 32, 8, 1, 32768, 128, false, 16}, {8, 32, 8, 1, 8192, 128, false, 2},
+        {32, 32, 8, 1, 4096, 128, false, 1},  {64, 32, 32, 1, 2048, 128, false, 1},
+        {8, 64, 8, 1, 16384, 128, false, 2},  {1, 32, 8, 1, 32768, 128, true, 32},
+        {32, 32, 8, 1, 4096, 128, true, 1},   {64, 32, 32, 1, 2048, 128, true, 1},
+        {1, 32, 8, 4, 32768, 128, false, 16}, {8, 64, 8, 4, 16384, 128, false, 2},
+        {1, 32, 8, 32, 32768, 128, false, 4}, {1, 16, 1, 1, 4096, 512, false, 32},
+        {1, 16, 1, 1, 16384, 512, false, 64}, {8, 128, 1, 1, 16384, 512, false, 2},
+        {32, 128, 1, 1, 4096, 512, false, 1}};
     for (const Row &r : rows) {
         fresh_fake(90);
-        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, r.seqlen_k);
+        const int64_t hd = r.head_dim;
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, r.seqlen_k);
         d.batch = r.batch;
         d.num_q_heads = r.q_heads;
         d.num_kv_heads = r.kv_heads;
-        REQUIRE(fmha_strides_bshd(&d.q_strides, 1, r.q_heads, 128) == FMHA_STATUS_SUCCESS);
+        if (r.seqlen_q > 1) d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        REQUIRE(fmha_strides_bshd(&d.q_strides, r.seqlen_q, r.q_heads, hd) == FMHA_STATUS_SUCCESS);
         d.o_strides = d.q_strides;
         if (r.paged) {
             d.flags |= FMHA_FLAG_PAGED_KV;
             d.page_size = 16;
             d.max_pages_per_seq = r.seqlen_k / 16;
             d.num_pages = r.batch * d.max_pages_per_seq;
-            REQUIRE(fmha_strides_bshd(&d.k_strides, 16, r.kv_heads, 128) == FMHA_STATUS_SUCCESS);
+            REQUIRE(fmha_strides_bshd(&d.k_strides, 16, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
         } else {
-            REQUIRE(fmha_strides_bshd(&d.k_strides, r.seqlen_k, r.kv_heads, 128) ==
+            REQUIRE(fmha_strides_bshd(&d.k_strides, r.seqlen_k, r.kv_heads, hd) ==
                     FMHA_STATUS_SUCCESS);
         }
         d.v_strides = d.k_strides;
         Plan plan;
         REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
         const fmha_plan_info i = info_of(plan.p);
-        INFO("B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " S" << r.seqlen_k
-                 << (r.paged ? " paged" : "") << ": " << i.kernel_name);
+        INFO("B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " T" << r.seqlen_q
+                 << " S" << r.seqlen_k << " hd" << hd << (r.paged ? " paged" : "") << ": "
+                 << i.kernel_name);
         REQUIRE(i.kernel_family == FMHA_KERNEL_DECODE);
         CHECK(i.num_splits == r.splits);
     }

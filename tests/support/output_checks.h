@@ -1,10 +1,12 @@
 // Checks shared by the dense and the serving runners (private to
-// tests/support): how a defect is recorded and how one LSE entry is judged.
+// tests/support): how a defect is recorded and how one O element and one
+// LSE entry are judged.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "fmha_test/half.h"
 #include "fmha_test/runner.h"
 
 namespace fmha_test {
@@ -12,6 +14,31 @@ namespace fmha_test {
 // The first defect found names the comparison's detail line.
 inline void note(std::string &detail, const std::string &what) {
     if (detail.empty()) detail = what;
+}
+
+// One O element (16-bit `bits` of dtype `dt`) against its float64 reference
+// `ref` (`ref_lowp`: the same-precision reference's value, which counts
+// toward cmp.lowp_err). NaN means never written (the prefill) or a NaN
+// result; in a row that sees no key (`sees_no_key`, worded by `no_key_row`)
+// the element must be +-0. Returns the element's error against `ref`, or -1
+// when it is NaN. `where()` names the element and is called only for a defect.
+template <typename Where>
+double check_o_element(Comparison &cmp, uint16_t bits, fmha_dtype dt, double ref,
+                       double ref_lowp, bool sees_no_key, const char *no_key_row, Where where) {
+    cmp.lowp_err = std::max(cmp.lowp_err, std::fabs(ref_lowp - ref));
+    if (is_nan_lowp(bits, dt)) {
+        if (cmp.all_written)
+            note(cmp.detail,
+                 (bits == kOutputPrefill16 ? "O never written at " : "O is NaN at ") + where());
+        cmp.all_written = false;
+        return -1;
+    }
+    if (sees_no_key && (bits & 0x7FFFu) != 0) {
+        if (cmp.masked_rows_ok)
+            note(cmp.detail, std::string("O of ") + no_key_row + " is not 0 at " + where());
+        cmp.masked_rows_ok = false;
+    }
+    return std::fabs(double(lowp_to_float(bits, dt)) - ref);
 }
 
 // One LSE entry against its float64 reference `ref` (`ref_lowp`: the

@@ -239,26 +239,11 @@ Comparison HostCase::compare(const Outputs &out) {
                     const size_t at = size_t(o_layout.offset +
                                              element_offset(o_layout.strides, b, i, h, d));
                     logical[at] = 1;
-                    const uint16_t bits = out.o[at];
-                    const double ref = r64.o[row * size_t(D) + size_t(d)];
-                    cmp.lowp_err = std::max(cmp.lowp_err,
-                                            std::fabs(rlp.o[row * size_t(D) + size_t(d)] - ref));
-                    if (is_nan_lowp(bits, dt)) {
-                        if (cmp.all_written)
-                            note(cmp.detail,
-                                 (bits == kOutputPrefill16 ? "O never written at "
-                                                           : "O is NaN at ") +
-                                     where(b, h, i, d));
-                        cmp.all_written = false;
-                        continue;
-                    }
-                    if (masked && (bits & 0x7FFFu) != 0) {
-                        if (cmp.masked_rows_ok)
-                            note(cmp.detail, "O of a fully masked row is not 0 at " +
-                                                 where(b, h, i, d));
-                        cmp.masked_rows_ok = false;
-                    }
-                    const double err = std::fabs(double(lowp_to_float(bits, dt)) - ref);
+                    const size_t ri = row * size_t(D) + size_t(d);
+                    const double err =
+                        check_o_element(cmp, out.o[at], dt, r64.o[ri], rlp.o[ri], masked,
+                                        "a fully masked row", [&] { return where(b, h, i, d); });
+                    if (err < 0) continue;
                     if (!(err <= cmp.max_err)) {
                         cmp.max_err = err;
                         worst_b = b, worst_h = h, worst_i = i, worst_d = d;

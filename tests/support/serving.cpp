@@ -544,25 +544,11 @@ Comparison ServingHost::compare(const Outputs &out) {
                     const size_t at = size_t(o_element(b, i, h, d));
                     o_role[at] = computed ? 1 : 2;
                     if (!computed) continue;
-                    const uint16_t bits = out.o[at];
                     const size_t ri = size_t((row * Hq + h) * D + d);
-                    const double ref = r64.o[ri];
-                    cmp.lowp_err = std::max(cmp.lowp_err, std::fabs(rlp.o[ri] - ref));
-                    if (is_nan_lowp(bits, dt)) {
-                        if (cmp.all_written)
-                            note(cmp.detail, (bits == kOutputPrefill16 ? "O never written at "
-                                                                       : "O is NaN at ") +
-                                                 where(b, i, h, d));
-                        cmp.all_written = false;
-                        continue;
-                    }
-                    if (sees_none && (bits & 0x7FFFu) != 0) {
-                        if (cmp.masked_rows_ok)
-                            note(cmp.detail, "O of a row that sees no key is not 0 at " +
-                                                 where(b, i, h, d));
-                        cmp.masked_rows_ok = false;
-                    }
-                    const double err = std::fabs(double(lowp_to_float(bits, dt)) - ref);
+                    const double err = check_o_element(cmp, out.o[at], dt, r64.o[ri], rlp.o[ri],
+                                                       sees_none, "a row that sees no key",
+                                                       [&] { return where(b, i, h, d); });
+                    if (err < 0) continue;
                     if (!(err <= cmp.max_err)) {
                         cmp.max_err = err;
                         wb = b, wi = i, wh = h, wd = d;

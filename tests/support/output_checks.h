@@ -1,9 +1,10 @@
 // Checks shared by the dense and the serving runners (private to
-// tests/support): how a defect is recorded and how one O element and one
-// LSE entry are judged.
+// tests/support): how a defect is recorded, how one O element and one LSE
+// entry are judged, and the verdicts once all are.
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "fmha_test/half.h"
@@ -68,6 +69,33 @@ void check_lse_entry(Comparison &cmp, float got, double ref, double ref_lowp,
     cmp.lse_lowp_err = std::max(cmp.lse_lowp_err, std::fabs(ref_lowp - ref));
     if (!(err <= 1e-3 * (1 + std::fabs(ref)))) *within_tol = false;
     if (!(err <= cmp.lse_err)) cmp.lse_err = err;
+}
+
+// The O verdict once every element is checked: all written and the 2x
+// rule. `worst()` names the element with the largest error (called only on
+// a failure).
+template <typename Where>
+void judge_o(Comparison &cmp, Where worst) {
+    cmp.ratio = cmp.max_err / std::max(cmp.lowp_err, 5e-7);
+    cmp.o_ok = cmp.all_written && cmp.max_err <= 2 * cmp.lowp_err + 1e-6;
+    if (cmp.all_written && !cmp.o_ok) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "O error %.3g > 2 x %.3g (worst at ", cmp.max_err,
+                      cmp.lowp_err);
+        note(cmp.detail, buf + worst() + ")");
+    }
+}
+
+// The LSE verdict once every entry is checked: each within 1e-3 (1 + |ref|)
+// (`all_within_tol`), or the 2x rule over all of them.
+inline void judge_lse(Comparison &cmp, bool all_within_tol) {
+    cmp.lse_ok = all_within_tol || cmp.lse_err <= 2 * cmp.lse_lowp_err + 1e-6;
+    if (!cmp.lse_ok) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "LSE error %.3g beyond 1e-3*(1+|lse|) and 2 x %.3g",
+                      cmp.lse_err, cmp.lse_lowp_err);
+        note(cmp.detail, buf);
+    }
 }
 
 }  // namespace fmha_test

@@ -250,14 +250,7 @@ Comparison HostCase::compare(const Outputs &out) {
                     }
                 }
             }
-    cmp.ratio = cmp.max_err / std::max(cmp.lowp_err, 5e-7);
-    cmp.o_ok = cmp.all_written && cmp.max_err <= 2 * cmp.lowp_err + 1e-6;
-    if (cmp.all_written && !cmp.o_ok) {
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "O error %.3g > 2 x %.3g (worst at ", cmp.max_err,
-                      cmp.lowp_err);
-        note(cmp.detail, buf + where(worst_b, worst_h, worst_i, worst_d) + ")");
-    }
+    judge_o(cmp, [&] { return where(worst_b, worst_h, worst_i, worst_d); });
 
     cmp.gaps_untouched = true;
     for (size_t at = 0; at < logical.size(); ++at)
@@ -278,13 +271,7 @@ Comparison HostCase::compare(const Outputs &out) {
                                     "a fully masked row", [&] { return where(b, h, i); },
                                     &all_rows_within_tol);
                 }
-        cmp.lse_ok = all_rows_within_tol || cmp.lse_err <= 2 * cmp.lse_lowp_err + 1e-6;
-        if (!cmp.lse_ok) {
-            char buf[160];
-            std::snprintf(buf, sizeof buf, "LSE error %.3g beyond 1e-3*(1+|lse|) and 2 x %.3g",
-                          cmp.lse_err, cmp.lse_lowp_err);
-            note(cmp.detail, buf);
-        }
+        judge_lse(cmp, all_rows_within_tol);
     }
     return cmp;
 }

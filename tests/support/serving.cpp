@@ -564,14 +564,7 @@ Comparison ServingHost::compare(const Outputs &out) {
             }
         }
     }
-    cmp.ratio = cmp.max_err / std::max(cmp.lowp_err, 5e-7);
-    cmp.o_ok = cmp.all_written && cmp.max_err <= 2 * cmp.lowp_err + 1e-6;
-    if (cmp.all_written && !cmp.o_ok) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "O error %.3g > 2 x %.3g (worst at ", cmp.max_err,
-                      cmp.lowp_err);
-        note(cmp.detail, buf + where(wb, wi, wh, wd) + ")");
-    }
+    judge_o(cmp, [&] { return where(wb, wi, wh, wd); });
     cmp.gaps_untouched = true;
     for (size_t at = 0; at < o_role.size(); ++at)
         if (o_role[at] == 0 && out.o[at] != kOutputPrefill16) {
@@ -587,15 +580,7 @@ Comparison ServingHost::compare(const Outputs &out) {
             cmp.gaps_untouched = false;
             break;
         }
-    if (c.write_lse) {
-        cmp.lse_ok = all_rows_within_tol || cmp.lse_err <= 2 * cmp.lse_lowp_err + 1e-6;
-        if (!cmp.lse_ok) {
-            char buf[160];
-            std::snprintf(buf, sizeof buf, "LSE error %.3g beyond 1e-3*(1+|lse|) and 2 x %.3g",
-                          cmp.lse_err, cmp.lse_lowp_err);
-            note(cmp.detail, buf);
-        }
-    }
+    if (c.write_lse) judge_lse(cmp, all_rows_within_tol);
     return cmp;
 }
 

@@ -314,10 +314,10 @@ CUresult func_get_attribute(int *v, CUfunction_attribute attr, CUfunction fn) {
     return CUDA_SUCCESS;
 }
 
-CUresult launch_kernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+// Checks and records one launch (both entry points).
+CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params,
-                       void **extra) {
-    ENTER("cuLaunchKernel", true);
+                       void **extra, int programmatic) {
     if (!fn) return CUDA_ERROR_INVALID_HANDLE;
     if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
     auto *f = reinterpret_cast<Function *>(fn);
@@ -330,6 +330,7 @@ CUresult launch_kernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     if (!params && !extra) return CUDA_ERROR_INVALID_VALUE;
     State &s = st();
     std::lock_guard<std::mutex> lock(s.mu);
+    if (programmatic && s.sm < 90) return CUDA_ERROR_NOT_SUPPORTED;  // PDL is sm_90+
     ++s.stats.launches;
     fake_cuda_launch &l = s.last;
     std::snprintf(l.kernel, sizeof l.kernel, "%s", f->name.c_str());
@@ -339,8 +340,33 @@ CUresult launch_kernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     l.stream = stream;
     l.context = t_stack.back();
     l.max_dynamic_smem = f->max_dynamic_smem;
+    l.programmatic = programmatic;
     s.has_last = true;
     return CUDA_SUCCESS;
+}
+
+CUresult launch_kernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params,
+                       void **extra) {
+    ENTER("cuLaunchKernel", true);
+    return record_launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra, 0);
+}
+
+// The library sets one attribute at most: programmatic stream serialization.
+CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction fn, void **params,
+                          void **extra) {
+    ENTER("cuLaunchKernelEx", true);
+    if (!config || (config->numAttrs > 0 && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    int programmatic = 0;
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+        const CUlaunchAttribute &a = config->attrs[i];
+        if (a.id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            return CUDA_ERROR_INVALID_VALUE;
+        programmatic = a.value.programmaticStreamSerializationAllowed ? 1 : 0;
+    }
+    return record_launch(fn, config->gridDimX, config->gridDimY, config->gridDimZ,
+                         config->blockDimX, config->blockDimY, config->blockDimZ,
+                         config->sharedMemBytes, config->hStream, params, extra, programmatic);
 }
 
 CUresult memset_d32_async(CUdeviceptr dst, unsigned int, size_t n, CUstream) {
@@ -418,6 +444,7 @@ const struct {
     {"cuFuncSetAttribute", reinterpret_cast<void *>(&func_set_attribute)},
     {"cuFuncGetAttribute", reinterpret_cast<void *>(&func_get_attribute)},
     {"cuLaunchKernel", reinterpret_cast<void *>(&launch_kernel)},
+    {"cuLaunchKernelEx", reinterpret_cast<void *>(&launch_kernel_ex)},
     {"cuMemsetD32Async", reinterpret_cast<void *>(&memset_d32_async)},
     {"cuTensorMapEncodeTiled", reinterpret_cast<void *>(&tensor_map_encode_tiled)},
 };

@@ -19,6 +19,7 @@ typedef struct fake_cuda_launch {
     void *stream;
     void *context;          /* current context at the launch */
     int max_dynamic_smem;   /* cuFuncSetAttribute value of the function */
+    int programmatic;       /* cuLaunchKernelEx with programmatic stream serialization */
 } fake_cuda_launch;
 
 typedef struct fake_cuda_stats {

@@ -346,6 +346,7 @@ TEST_CASE("fake driver: fmha_run launches one kernel over every query block",
                 REQUIRE(f.last_launch(&l) == 1);
                 CHECK(std::string(l.kernel) == i.kernel_name);
                 CHECK(l.stream == static_cast<void *>(stream));
+                CHECK(l.programmatic == 0);  // the prefill kernels are plain launches
                 CHECK(l.block[0] * l.block[1] * l.block[2] == unsigned(i.threads_per_cta));
                 CHECK(int(l.shared_bytes) == i.shared_memory_bytes);
                 const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
@@ -644,11 +645,14 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                         CHECK(l.grid[0] == 1u);
                         CHECK(l.grid[1] == 2u);
                         CHECK(l.grid[2] == 3u);
+                        // Programmatic dependent launch on sm_90 only.
+                        CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
                     } else {
                         fake_cuda_launch l;
                         REQUIRE(f.last_launch(&l) == 1);
                         CHECK(std::string(l.kernel).find("fmha_combine_splits_fp16") == 0);
                         CHECK(l.grid[0] * l.grid[1] * l.grid[2] == 3u * 8u);  // (row, head) pairs
+                        CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
                     }
                 }
     }

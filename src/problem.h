@@ -31,6 +31,10 @@ struct Problem {
     int64_t total_q = 0, total_k = 0;
     int64_t num_pages = 0, max_pages_per_seq = 0;
     int32_t page_size = 0;
+    // key index / page_size on the device (kernels/fast_divide.h), derived
+    // once here rather than per run.
+    uint32_t page_div_magic = 0;
+    int32_t page_div_shift = 0;
     int32_t num_splits = 0;      // as requested: 0 automatic
 
     // True when every sequence has seqlen_q queries and seqlen_k keys in

@@ -146,15 +146,37 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             pages[k] = __ldg(k_rows.table + k_rows.block_of(j));
         }
     };
+    // Contiguous caches: a tile wholly before n_end (all but the last)
+    // takes the rows at a fixed step from one pointer, no clamp, no predicate.
+    const int64_t k_pass_step = int64_t(kRowsPerPass) * k_rows.seq_stride;
+    const int64_t v_pass_step = int64_t(kRowsPerPass) * v_rows.seq_stride;
     auto load_tile = [&](int i, int s) {
         T *sK = sKV + s * 2 * BN * kKvRow;
         T *sV = sK + BN * kKvRow;
         const int j0 = key0 + i * BN;
         if (!copies) return;
+        if constexpr (!kPaged) {
+            if (j0 + BN <= n_end) {
+                const T *ks = k_rows.base + int64_t(j0 + row_in_pass) * k_rows.seq_stride +
+                              chunk * 8;
+                const T *vs = v_rows.base + int64_t(j0 + row_in_pass) * v_rows.seq_stride +
+                              chunk * 8;
+#pragma unroll
+                for (int k = 0; k < kRowsPerThread; ++k) {
+                    const int r = row_in_pass + k * kRowsPerPass;
+                    if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
+                    ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)),
+                                     ks + k * k_pass_step, true);
+                    ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)),
+                                     vs + k * v_pass_step, true);
+                }
+                return;
+            }
+        }
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
             const int r = row_in_pass + k * kRowsPerPass;
-            if (r >= BN) break;
+            if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
             // Branch-free: a row past the keys reads nothing (zero-fill) but
             // still gets the address of the last key, inside the tensor.
             const bool valid = j0 + r < n_end;
@@ -237,26 +259,37 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         }
 
         // Online softmax over this warp's keys: rows g and g + 8, 4 lanes per row.
+        // O is rescaled only when some row of the warp has a new maximum
+        // (alpha is then exactly 1 for the others: skipping is exact).
+        float alpha[2], m_scaled[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
                                                 fmaxf(s[1][2 * r], s[1][2 * r + 1])));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-            const float alpha = ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
+            m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+            alpha[r] = mx == row_max[r] ? 1.f
+                                        : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
             row_max[r] = mx;
-            row_sum[r] *= alpha;
+            row_sum[r] *= alpha[r];
+        }
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
             for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
-                acc[nt][2 * r] *= alpha;
-                acc[nt][2 * r + 1] *= alpha;
+                acc[nt][0] *= alpha[0];
+                acc[nt][1] *= alpha[0];
+                acc[nt][2] *= alpha[1];
+                acc[nt][3] *= alpha[1];
             }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
 #pragma unroll
             for (int n = 0; n < 2; ++n)
 #pragma unroll
                 for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                    s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled));
+                    s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled[r]));
                     row_sum[r] += s[n][e];
                 }
         }

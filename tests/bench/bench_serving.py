@@ -14,9 +14,14 @@ Sections (--only decode,paged,...):
   hd512     MQA decode with head_dim 512 (cuDNN: n/a where it refuses)
   varlen    ragged prefill (16384 tokens) vs dense prefill of the mean length (TFLOP/s)
 
-Timing: every timed run is preceded by an L2 flush (a 256 MiB write; --no-flush
-to skip) and a GPU spin (torch.cuda._sleep) long enough to cover the host cost
+Timing: every timed run is preceded by an L2 flush and a GPU spin (torch.cuda._sleep) long enough to cover the host cost
 of the call, so the events measure GPU time only and not Python overhead.
+--flush write (default) zeroes 256 MiB: L2 is left full of dirty lines whose
+write-back the timed kernel pays for; --flush read sums 256 MiB: L2 is left
+cold and clean (what ncu's cache control gives); --flush off skips it.
+KV layout of the decode rows (--kv-layout): "mixed" (default) gives libfmha
+its [B, S, Hkv, D] cache and SDPA a contiguous [B, Hkv, S, D] copy; "bshd"
+and "bhsd" give both the same memory in that layout (one through views).
 Bandwidth counts the bytes of K, V, Q and O once (1 TB/s = 1e12 B/s); FLOPs
 count 4*D per visible (query, key) pair per head, exactly, masks included.
 "err" is max|libfmha - float32 reference| / max|reference| on the same inputs.
@@ -545,9 +550,10 @@ class Timer:
     """Median of CUDA-event timings; each run after an L2 flush and a GPU spin that
     covers the host cost of the call (so Python overhead is not measured)."""
 
-    def __init__(self, warmup: int, reps: int, flush: bool) -> None:
-        self.warmup, self.reps = warmup, reps
-        self.flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device=DEVICE) if flush else None
+    def __init__(self, warmup: int, reps: int, flush: str) -> None:
+        self.warmup, self.reps, self.flush_mode = warmup, reps, flush
+        self.flush_buf = (torch.zeros(64 << 20, dtype=torch.float32, device=DEVICE)
+                          if flush != "off" else None)
         self.can_sleep = hasattr(torch.cuda, "_sleep")
         self.cycles_per_us = self._calibrate() if self.can_sleep else 0.0
 
@@ -565,6 +571,15 @@ class Timer:
             best = max(best, 4_000_000 / (s.elapsed_time(e) * 1e3))
         return best
 
+    def flush(self) -> None:
+        """Evicts L2: a write leaves it dirty, a read (a sum) leaves it clean."""
+        if self.flush_buf is None:
+            return
+        if self.flush_mode == "read":
+            self.flush_buf.sum()
+        else:
+            self.flush_buf.zero_()
+
     def time_ms(self, fn: Callable[[], Any]) -> float:
         for _ in range(self.warmup):
             fn()
@@ -578,8 +593,7 @@ class Timer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         for i in range(self.reps):
-            if self.flush_buf is not None:
-                self.flush_buf.zero_()
+            self.flush()
             if self.can_sleep:
                 torch.cuda._sleep(spin)
             starts[i].record()
@@ -704,15 +718,21 @@ def decode_label(b: int, hq: int, hkv: int, s: int, d: int = HEAD_DIM) -> str:
 
 
 def make_decode_inputs(ctx: Ctx, b: int, t: int, hq: int, hkv: int, s: int, d: int) -> Dict[str, Any]:
-    """q [B, T, Hq, D]; libfmha's cache [B, S, Hkv, D]; SDPA's [B, Hkv, S, D] contiguous
-    with the same values (or views of libfmha's with --sdpa-views)."""
+    """q [B, T, Hq, D]; libfmha's cache as [B, S, Hkv, D] tensors, SDPA's as [B, Hkv, S, D],
+    same values. Memory layout (--kv-layout): mixed: libfmha's contiguous [B, S, Hkv, D],
+    SDPA's a contiguous [B, Hkv, S, D] copy; bshd / bhsd: one buffer in that layout, both
+    reading it (one of them through transposed views)."""
     torch.manual_seed(b * 1_000_003 + t * 10_007 + hq * 101 + hkv * 7 + s + d)
-    k_sdpa, v_sdpa = randn(b, hkv, s, d), randn(b, hkv, s, d)
-    if ctx.args.sdpa_views:
+    layout = ctx.args.kv_layout
+    if layout == "bshd":
         k_cache, v_cache = randn(b, s, hkv, d), randn(b, s, hkv, d)
         k_sdpa, v_sdpa = k_cache.transpose(1, 2), v_cache.transpose(1, 2)
     else:
-        k_cache, v_cache = k_sdpa.transpose(1, 2).contiguous(), v_sdpa.transpose(1, 2).contiguous()
+        k_sdpa, v_sdpa = randn(b, hkv, s, d), randn(b, hkv, s, d)
+        if layout == "bhsd":
+            k_cache, v_cache = k_sdpa.transpose(1, 2), v_sdpa.transpose(1, 2)
+        else:
+            k_cache, v_cache = k_sdpa.transpose(1, 2).contiguous(), v_sdpa.transpose(1, 2).contiguous()
     q = randn(b, t, hq, d)
     return {"q": q, "k": k_cache, "v": v_cache, "k_sdpa": k_sdpa, "v_sdpa": v_sdpa,
             "q_sdpa": q.transpose(1, 2).contiguous(),
@@ -886,7 +906,7 @@ def section_hd512(ctx: Ctx) -> Table:
             tab.error(label, exc)
         torch.cuda.empty_cache()
     tab.note("K and V of one KV head: rows with B*S*512*2*2 bytes under the L2 size (B=1, S=4096: 8 MiB) are "
-             "timed after an L2 flush" + ("" if ctx.timer.flush_buf is not None else " (disabled: --no-flush)"))
+             f"timed after an L2 flush ({ctx.timer.flush_mode})")
     return tab
 
 
@@ -968,9 +988,11 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--num-splits", type=int, default=0, help="libfmha split-KV parts (0: automatic)")
     ap.add_argument("--kernel", default="auto", help="libfmha kernel family: auto, portable, hopper, decode")
-    ap.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed run")
-    ap.add_argument("--sdpa-views", action="store_true",
-                    help="give SDPA transposed views of libfmha's [B, S, H, D] cache instead of contiguous [B, H, S, D]")
+    ap.add_argument("--flush", choices=["write", "read", "off"], default="write",
+                    help="L2 flush before each timed run: write (dirty lines), read (clean), off")
+    ap.add_argument("--no-flush", action="store_true", help="same as --flush off")
+    ap.add_argument("--kv-layout", choices=["mixed", "bshd", "bhsd"], default="mixed",
+                    help="decode KV memory: mixed (libfmha [B,S,H,D], SDPA a [B,H,S,D] copy) or one shared layout")
     ap.add_argument("--markdown", help="append the tables as markdown to this file")
     ap.add_argument("--self-test", action="store_true", help="check the pure-Python parts (no GPU) and exit")
     args = ap.parse_args()
@@ -990,13 +1012,15 @@ def main() -> int:
         return 0
 
     started = time.perf_counter()
-    timer = Timer(args.warmup, max(1, args.reps), flush=not args.no_flush)
+    if args.no_flush:
+        args.flush = "off"
+    timer = Timer(args.warmup, max(1, args.reps), flush=args.flush)
     ctx = Ctx(args, timer)
     dev = torch.cuda.get_device_name()
     head = (f"device: {dev}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}; "
             f"libfmha {fmha.version()}; commit {git_head()}")
     print(head)
-    print(f"timing: {args.warmup} warm-ups, median of {args.reps}; L2 flush {'off' if args.no_flush else 'on'}; "
+    print(f"timing: {args.warmup} warm-ups, median of {args.reps}; L2 flush {args.flush}; decode KV layout {args.kv_layout}; "
           f"spin {'%.0f cycles/us' % timer.cycles_per_us if timer.can_sleep else 'unavailable (host overhead is timed)'}; "
           f"num_splits={args.num_splits}; kernel={args.kernel}; sections {','.join(sections)}{' (quick)' if args.quick else ''}")
     tables = []
@@ -1018,7 +1042,7 @@ def main() -> int:
         with open(args.markdown, "a") as f:
             f.write(f"## Serving benchmark, {datetime.date.today().isoformat()}\n\n{head}\n\n"
                     f"Command: `{cmd}`; {args.warmup} warm-ups, median of {args.reps}, "
-                    f"L2 flush {'off' if args.no_flush else 'on'}.\n\n")
+                    f"L2 flush {args.flush}, decode KV layout {args.kv_layout}.\n\n")
             for t in tables:
                 f.write(t.markdown() + "\n")
             f.write(summary + "\n\n")

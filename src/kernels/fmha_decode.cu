@@ -95,9 +95,54 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // The combine kernel may be scheduled now; it waits for this grid's
     // memory before reading the partials.
     ptx::launch_dependents();
+
+    // K/V copies: a thread copies one 16-byte column chunk of every
+    // kRowsPerPass-th row of a tile.
+    constexpr int kRowsPerPass = Cfg::kThreads / Cfg::kChunks;
+    constexpr int kRowsPerThread = (BN + kRowsPerPass - 1) / kRowsPerPass;
+    const int chunk = threadIdx.x % Cfg::kChunks;
+    const int row_in_pass = threadIdx.x / Cfg::kChunks;
+    const bool copies = row_in_pass < kRowsPerPass;
+
+    // Split 0 of a batch-strided contiguous cache without a left window
+    // starts at key 0 whatever the sequence's length, so its first tiles are
+    // requested before the length is read from global memory: the stream
+    // starts one memory latency sooner. Rows up to the cache's capacity are
+    // read (inside the tensor); those past the length are zeroed once known.
+    const bool early = !kPaged && p.cu_seqlens_k == nullptr && p.window_left < 0 && split == 0;
+    const int early_keys = min((kStages - 1) * BN, p.seqlen_k);
+    if (early && copies) {
+        const T *k_first = static_cast<const T *>(p.k) + int64_t(batch) * p.k_stride.batch +
+                           int64_t(kv_head) * p.k_stride.head + chunk * 8;
+        const T *v_first = static_cast<const T *>(p.v) + int64_t(batch) * p.v_stride.batch +
+                           int64_t(kv_head) * p.v_stride.head + chunk * 8;
+#pragma unroll
+        for (int st = 0; st < kStages - 1; ++st) {
+            T *sK = sKV + st * 2 * BN * kKvRow;
+            T *sV = sK + BN * kKvRow;
+#pragma unroll
+            for (int k = 0; k < kRowsPerThread; ++k) {
+                const int r = row_in_pass + k * kRowsPerPass;
+                if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
+                const int j = st * BN + r;
+                const int64_t jj = min(j, early_keys - 1);
+                ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)),
+                                 k_first + jj * p.k_stride.seq, j < early_keys);
+                ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)),
+                                 v_first + jj * p.v_stride.seq, j < early_keys);
+            }
+        }
+    }
+
     const Sequence seq = sequence_of(p, batch);
     const int pos_first = m_tile * Cfg::BM / group;
-    if (pos_first >= seq.len_q) return;  // rows past this sequence's queries
+    if (pos_first >= seq.len_q) {  // rows past this sequence's queries
+        if (early) {  // no copy may land in shared memory after the CTA exits
+            ptx::cp_async_commit();
+            ptx::cp_async_wait<0>();
+        }
+        return;
+    }
     const int pos_last = min((m_tile * Cfg::BM + Cfg::BM - 1) / group, seq.len_q - 1);
 
     // Q: 16 rows gathered from (position, head) pairs; padding rows are zero.
@@ -123,16 +168,11 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const KvRows<T> k_rows = kv_rows<T>(p, p.k, p.k_stride, seq, batch, kv_head);
     const KvRows<T> v_rows = kv_rows<T>(p, p.v, p.v_stride, seq, batch, kv_head);
     // K and V rows of tile i into stage s; keys at or past n_end are zero-filled.
-    // A thread copies one 16-byte column chunk of every kRowsPerPass-th row,
-    // so a row's (paged) address is computed once for its K and V. Paged
+    // A thread copies its chunk of every kRowsPerPass-th row (above), so a
+    // row's (paged) address is computed once for its K and V. Paged
     // caches load their block-table entries one tile ahead (`pages`, raw
     // entries: nothing depends on them until the copies), so the lookup's
     // latency hides under a tile of work instead of delaying the copies.
-    constexpr int kRowsPerPass = Cfg::kThreads / Cfg::kChunks;
-    constexpr int kRowsPerThread = (BN + kRowsPerPass - 1) / kRowsPerPass;
-    const int chunk = threadIdx.x % Cfg::kChunks;
-    const int row_in_pass = threadIdx.x / Cfg::kChunks;
-    const bool copies = row_in_pass < kRowsPerPass;
     // Only the paged entry points carry the paged path (and only it):
     // kernel_name in launch_decode.cpp picks them exactly for paged problems,
     // whose block table fmha_run has checked is not NULL.
@@ -196,13 +236,32 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     };
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < num_tiles) {
+        if (!early && s < num_tiles) {
             look_up_pages(s);
             load_tile(s, s);
         }
-        ptx::cp_async_commit();  // Q rides in the first group
+        ptx::cp_async_commit();  // Q (and the early tiles) ride in the first group
     }
     if (kStages - 1 < num_tiles) look_up_pages(kStages - 1);
+    if (early && n_end < early_keys && copies) {
+        // A sequence shorter than the early tiles: its rows past the length
+        // hold other data (maybe NaN) that P = 0 must not multiply.
+        ptx::cp_async_wait<0>();
+#pragma unroll
+        for (int st = 0; st < kStages - 1; ++st) {
+            T *sK = sKV + st * 2 * BN * kKvRow;
+            T *sV = sK + BN * kKvRow;
+#pragma unroll
+            for (int k = 0; k < kRowsPerThread; ++k) {
+                const int r = row_in_pass + k * kRowsPerPass;
+                if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
+                if (st * BN + r >= n_end) {
+                    *reinterpret_cast<uint4 *>(sK + kv_offset<D>(r, chunk)) = make_uint4(0, 0, 0, 0);
+                    *reinterpret_cast<uint4 *>(sV + kv_offset<D>(r, chunk)) = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
+    }
 
     float acc[Cfg::kOTiles][4];
 #pragma unroll

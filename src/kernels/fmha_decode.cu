@@ -103,6 +103,18 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int chunk = threadIdx.x % Cfg::kChunks;
     const int row_in_pass = threadIdx.x / Cfg::kChunks;
     const bool copies = row_in_pass < kRowsPerPass;
+    // f(K destination, V destination, tile row r, pass k) for each row
+    // r = row_in_pass + k * kRowsPerPass this thread copies into `stage`.
+    auto for_my_rows = [&](int stage, auto &&f) {
+        T *sK = sKV + stage * 2 * BN * kKvRow;
+        T *sV = sK + BN * kKvRow;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int r = row_in_pass + k * kRowsPerPass;
+            if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
+            f(sK + kv_offset<D>(r, chunk), sV + kv_offset<D>(r, chunk), r, k);
+        }
+    };
 
     // Split 0 of a batch-strided contiguous cache without a left window
     // starts at key 0 whatever the sequence's length, so its first tiles are
@@ -117,21 +129,15 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         const T *v_first = static_cast<const T *>(p.v) + int64_t(batch) * p.v_stride.batch +
                            int64_t(kv_head) * p.v_stride.head + chunk * 8;
 #pragma unroll
-        for (int st = 0; st < kStages - 1; ++st) {
-            T *sK = sKV + st * 2 * BN * kKvRow;
-            T *sV = sK + BN * kKvRow;
-#pragma unroll
-            for (int k = 0; k < kRowsPerThread; ++k) {
-                const int r = row_in_pass + k * kRowsPerPass;
-                if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
+        for (int st = 0; st < kStages - 1; ++st)
+            for_my_rows(st, [&](T *dst_k, T *dst_v, int r, int) {
                 const int j = st * BN + r;
                 const int64_t jj = min(j, early_keys - 1);
-                ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)),
-                                 k_first + jj * p.k_stride.seq, j < early_keys);
-                ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)),
-                                 v_first + jj * p.v_stride.seq, j < early_keys);
-            }
-        }
+                ptx::cp_async_16(ptx::smem_addr(dst_k), k_first + jj * p.k_stride.seq,
+                                 j < early_keys);
+                ptx::cp_async_16(ptx::smem_addr(dst_v), v_first + jj * p.v_stride.seq,
+                                 j < early_keys);
+            });
     }
 
     const Sequence seq = sequence_of(p, batch);
@@ -191,8 +197,6 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int64_t k_pass_step = int64_t(kRowsPerPass) * k_rows.seq_stride;
     const int64_t v_pass_step = int64_t(kRowsPerPass) * v_rows.seq_stride;
     auto load_tile = [&](int i, int s) {
-        T *sK = sKV + s * 2 * BN * kKvRow;
-        T *sV = sK + BN * kKvRow;
         const int j0 = key0 + i * BN;
         if (!copies) return;
         if constexpr (!kPaged) {
@@ -201,22 +205,14 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                               chunk * 8;
                 const T *vs = v_rows.base + int64_t(j0 + row_in_pass) * v_rows.seq_stride +
                               chunk * 8;
-#pragma unroll
-                for (int k = 0; k < kRowsPerThread; ++k) {
-                    const int r = row_in_pass + k * kRowsPerPass;
-                    if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
-                    ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)),
-                                     ks + k * k_pass_step, true);
-                    ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)),
-                                     vs + k * v_pass_step, true);
-                }
+                for_my_rows(s, [&](T *dst_k, T *dst_v, int, int k) {
+                    ptx::cp_async_16(ptx::smem_addr(dst_k), ks + k * k_pass_step, true);
+                    ptx::cp_async_16(ptx::smem_addr(dst_v), vs + k * v_pass_step, true);
+                });
                 return;
             }
         }
-#pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k) {
-            const int r = row_in_pass + k * kRowsPerPass;
-            if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
+        for_my_rows(s, [&](T *dst_k, T *dst_v, int r, int k) {
             // Branch-free: a row past the keys reads nothing (zero-fill) but
             // still gets the address of the last key, inside the tensor.
             const bool valid = j0 + r < n_end;
@@ -230,9 +226,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 ks = k_rows.base + int64_t(j) * k_rows.seq_stride + chunk * 8;
                 vs = v_rows.base + int64_t(j) * v_rows.seq_stride + chunk * 8;
             }
-            ptx::cp_async_16(ptx::smem_addr(sK + kv_offset<D>(r, chunk)), ks, valid);
-            ptx::cp_async_16(ptx::smem_addr(sV + kv_offset<D>(r, chunk)), vs, valid);
-        }
+            ptx::cp_async_16(ptx::smem_addr(dst_k), ks, valid);
+            ptx::cp_async_16(ptx::smem_addr(dst_v), vs, valid);
+        });
     };
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
@@ -248,19 +244,12 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         // hold other data (maybe NaN) that P = 0 must not multiply.
         ptx::cp_async_wait<0>();
 #pragma unroll
-        for (int st = 0; st < kStages - 1; ++st) {
-            T *sK = sKV + st * 2 * BN * kKvRow;
-            T *sV = sK + BN * kKvRow;
-#pragma unroll
-            for (int k = 0; k < kRowsPerThread; ++k) {
-                const int r = row_in_pass + k * kRowsPerPass;
-                if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
-                if (st * BN + r >= n_end) {
-                    *reinterpret_cast<uint4 *>(sK + kv_offset<D>(r, chunk)) = make_uint4(0, 0, 0, 0);
-                    *reinterpret_cast<uint4 *>(sV + kv_offset<D>(r, chunk)) = make_uint4(0, 0, 0, 0);
-                }
-            }
-        }
+        for (int st = 0; st < kStages - 1; ++st)
+            for_my_rows(st, [&](T *dst_k, T *dst_v, int r, int) {
+                if (st * BN + r < n_end) return;
+                *reinterpret_cast<uint4 *>(dst_k) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(dst_v) = make_uint4(0, 0, 0, 0);
+            });
     }
 
     float acc[Cfg::kOTiles][4];

@@ -124,10 +124,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const bool early = !kPaged && p.cu_seqlens_k == nullptr && p.window_left < 0 && split == 0;
     const int early_keys = min((kStages - 1) * BN, p.seqlen_k);
     if (early && copies) {
-        const T *k_first = static_cast<const T *>(p.k) + int64_t(batch) * p.k_stride.batch +
-                           int64_t(kv_head) * p.k_stride.head + chunk * 8;
-        const T *v_first = static_cast<const T *>(p.v) + int64_t(batch) * p.v_stride.batch +
-                           int64_t(kv_head) * p.v_stride.head + chunk * 8;
+        const T *k_first = dense_head_base<T>(p.k, p.k_stride, batch, kv_head) + chunk * 8;
+        const T *v_first = dense_head_base<T>(p.v, p.v_stride, batch, kv_head) + chunk * 8;
 #pragma unroll
         for (int st = 0; st < kStages - 1; ++st)
             for_my_rows(st, [&](T *dst_k, T *dst_v, int r, int) {

@@ -104,6 +104,14 @@ struct KvRows {
     }
 };
 
+// Key 0 of (batch b, KV head kv_head) in a batch-strided contiguous cache.
+// The sequence's own first key is k_row0 rows further (packed caches).
+template <typename T>
+__device__ __forceinline__ const T *dense_head_base(const void *ptr, const TensorStrides &st, int b,
+                                                    int kv_head) {
+    return static_cast<const T *>(ptr) + int64_t(kv_head) * st.head + int64_t(b) * st.batch;
+}
+
 template <typename T>
 __device__ __forceinline__ KvRows<T> kv_rows(const FwdParams &p, const void *ptr,
                                              const TensorStrides &st, const Sequence &s, int b,
@@ -114,13 +122,12 @@ __device__ __forceinline__ KvRows<T> kv_rows(const FwdParams &p, const void *ptr
     r.page_size = p.page_size;
     r.page_div = FastDivide{p.page_div_magic, p.page_div_shift};
     r.num_pages = p.num_pages;
-    const T *head_base = static_cast<const T *>(ptr) + int64_t(kv_head) * st.head;
     if (p.block_table != nullptr) {
         r.table = p.block_table + int64_t(b) * p.max_pages_per_seq;
-        r.base = head_base;
+        r.base = static_cast<const T *>(ptr) + int64_t(kv_head) * st.head;
     } else {
         r.table = nullptr;
-        r.base = head_base + int64_t(b) * st.batch + s.k_row0 * st.seq;
+        r.base = dense_head_base<T>(ptr, st, b, kv_head) + s.k_row0 * st.seq;
     }
     return r;
 }

@@ -186,11 +186,19 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev) {
     if (rows_per_kv_head <= kDecodeMaxRowsPerKvHead) return true;
     // A few hundred rows per KV head (multi-token decode) where the prefill
     // kernels' 128-row tiles would leave most SMs idle: the decode kernel
-    // splits the keys instead (measured at T=32, Hq/Hkv=4, B=1: 0.58 vs
-    // 0.35 TB/s; with 256+ prefill CTAs the prefill kernel stays ahead).
-    const int64_t prefill_ctas = p.batch * p.num_q_heads * ((p.seqlen_q + 127) / 128);
+    // splits the keys instead. Measured on the H200 at T=32, Hq/Hkv=4, hd128:
+    // with the query heads packed per tile, 8 Hopper CTAs (B=1, S=32k) took
+    // 366 us against the decode kernel's 131, 64 CTAs (B=8, S=8k) 108 against
+    // 246: the decode kernel runs the FLOPs at ~135 TFLOP/s, a packed CTA
+    // ~80 keys/us, so it wins below num_sms / 5 CTAs. Without packing the
+    // tiles are mostly empty rows and the decode kernel wins below half the
+    // SMs (T=32, B=1: 0.58 against 0.35 TB/s).
+    const int64_t packed = sm90_packed_heads(p);
+    const int64_t prefill_ctas =
+        p.batch * (p.num_q_heads / packed) * ((p.seqlen_q * packed + 127) / 128);
+    const int64_t below = packed > 1 ? 5 : 2;
     return dev.num_sms > 0 && rows_per_kv_head <= kDecodeMaxRowsSplitting &&
-           prefill_ctas * 2 < dev.num_sms;
+           prefill_ctas * below < dev.num_sms;
 }
 
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {

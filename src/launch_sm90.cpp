@@ -34,6 +34,17 @@ bool broadcasts(const fmha_strides &s, int64_t seqlen, int64_t heads, int64_t ba
     return (s.seq == 0 && seqlen > 1) || (s.head == 0 && heads > 1) || (s.batch == 0 && batch > 1);
 }
 
+int32_t log2_of(int64_t power_of_two) {
+    int32_t s = 0;
+    while ((int64_t(1) << s) < power_of_two) ++s;
+    return s;
+}
+
+// Query blocks per (batch, tile head): the packed heads' rows together.
+int64_t sm90_m_blocks(const Problem &p, int block_m) {
+    return (p.seqlen_q * sm90_packed_heads(p) + block_m - 1) / block_m;
+}
+
 // Measured on the H200 (docs/kernel-notes.md, v3-v7): a persistent grid
 // pays off where the key loop is short and per-tile setup weighs most
 // (seqlen_k <= 2048, with or without a causal mask); on long rows one tile
@@ -44,12 +55,12 @@ bool use_persistent_grid(const Problem &p) { return p.seqlen_k <= 2048; }
 // groups of heads whose K and V fit a slice of L2, longest blocks first
 // (see decode_tile in fmha_fwd_sm90.cu). The slice was tuned on the H200:
 // 16 MB for hd64's 192-row tiles, 4 MB for the 128-row ones (v7).
-int32_t persistent_head_group(const Problem &p) {
+int32_t persistent_head_group(const Problem &p, int64_t tile_heads) {
     if (p.mask == FMHA_MASK_NONE || !use_persistent_grid(p)) return 0;
     const int64_t l2_slice = (p.head_dim == 64 ? 16 : 4) << 20;
     const int64_t kv_bytes_per_head = std::max<int64_t>(1, p.seqlen_k * (p.head_dim + p.head_dim_v) * 2);
     // At most every (batch, head): a group's tiles then never exceed total_tiles.
-    const int64_t heads = p.batch * p.num_q_heads;
+    const int64_t heads = p.batch * tile_heads;
     return static_cast<int32_t>(std::clamp<int64_t>(l2_slice / kv_bytes_per_head, 1, heads));
 }
 
@@ -68,21 +79,25 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
     const int64_t q_batch = p.varlen_q ? 1 : p.batch;
     const int64_t k_rows = p.varlen_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
     const int64_t k_batch = p.varlen_k ? 1 : p.batch;
-    FMHA_TRY(encode_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows, p.num_q_heads,
-                               q_batch, p.q, c.tile_m, "q"));
+    const int64_t group = sm90_packed_heads(p);
+    FMHA_TRY(encode_grouped_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows,
+                                       p.num_q_heads, q_batch, p.q, group, c.tile_m, "q"));
     FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_rows, p.num_kv_heads,
                                k_batch, p.k, c.tile_n, "k"));
     FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_rows,
                                p.num_kv_heads, k_batch, p.v, c.tile_n, "v"));
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
-    FMHA_TRY(encode_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
-                               p.num_q_heads, q_batch, p.o, 64, "o"));
+    FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
+                                       p.num_q_heads, q_batch, p.o, group, 64, "o"));
     params.fwd = make_fwd_params(p, t, c.tile_m);
-    const int64_t tiles = int64_t(params.fwd.num_m_blocks) * params.fwd.num_q_heads * params.fwd.batch;
+    params.fwd.num_m_blocks = static_cast<int32_t>(sm90_m_blocks(p, c.tile_m));
+    params.group_shift = log2_of(group);
+    params.tile_heads = static_cast<int32_t>(p.num_q_heads / group);
+    const int64_t tiles = int64_t(params.fwd.num_m_blocks) * params.tile_heads * params.fwd.batch;
     params.total_tiles = static_cast<int32_t>(tiles);
     params.persistent = use_persistent_grid(p);
-    params.head_group = persistent_head_group(p);
+    params.head_group = persistent_head_group(p, params.tile_heads);
     const unsigned ctas = static_cast<unsigned>(
         params.persistent && tiles > plan.num_sms ? plan.num_sms : tiles);
     return launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
@@ -90,6 +105,21 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
 }
 
 }  // namespace
+
+// Packing pays while a query is short enough that its rows alone would leave
+// most of a 128-row M tile empty, and K/V would be read once per query head.
+// The TMA box takes 64 / group positions per warpgroup, so the group must be
+// a power of two up to 64; packed (varlen) Q is stored row by row and keeps
+// one head per tile.
+constexpr int64_t kSm90PackMaxQueryLen = 256;
+
+int64_t sm90_packed_heads(const Problem &p) {
+    const int64_t group = p.num_q_heads / p.num_kv_heads;
+    const bool power_of_two = (group & (group - 1)) == 0;
+    if (group < 2 || group > 64 || !power_of_two || p.varlen_q || p.seqlen_q > kSm90PackMaxQueryLen)
+        return 1;
+    return group;
+}
 
 fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
     if (p.paged_kv)
@@ -116,8 +146,8 @@ fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
     // seqlen_k is the longest sequence's key count under varlen.
     const bool wide_keys = d == 128 && p.seqlen_k >= kSm90WideKeysFrom;
     const Sm90Tile tile = sm90_tile(d, wide_keys);
-    const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
-    if (m_blocks * p.num_q_heads * p.batch > INT_MAX)
+    const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);
+    if (m_blocks * (p.num_q_heads / sm90_packed_heads(p)) * p.batch > INT_MAX)
         return fail(FMHA_STATUS_NOT_SUPPORTED, "batch x heads x query blocks exceeds 2^31-1 CTAs");
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;

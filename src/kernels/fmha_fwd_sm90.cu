@@ -9,6 +9,9 @@
 // FFMA), then O += P·V on wgmma with P taken straight from registers. The
 // epilogue stages O in the consumer's (now dead) rows of Q with the TMA
 // 128-byte swizzle and writes it with a TMA store clipped at the tensor edge.
+// For short queries the host may pack the query heads of one KV head into the
+// M tile (Sm90Params::group_shift): Q and O boxes then take those heads'
+// rows together, and K/V are read once per KV head instead of once per head.
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"
@@ -146,18 +149,19 @@ struct Softmax {
 
     // Masks (only tiles crossing the key end or the diagonal), updates the
     // running max and sum, and turns S into unnormalized probabilities.
+    // Rows are tile rows: query position row >> shift (packed query heads).
     template <bool kFirst>
     __device__ __forceinline__ void update(float (&s)[Cfg::kSRegs], const FwdParams &p,
                                            const Sequence &seq, int n0, int row_base, int t,
-                                           int first_row) {
+                                           int first_row, int shift) {
         const bool crosses_end = n0 + Cfg::BN > seq.len_k;
         const bool crosses_diagonal =
-            seq.has_hi && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row) + seq.hi;
+            seq.has_hi && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row >> shift) + seq.hi;
         if (crosses_end || crosses_diagonal) {
 #pragma unroll
             for (int i = 0; i < Cfg::kSRegs; ++i) {
                 const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);
-                const int64_t row = row_base + 8 * ((i % 4) / 2);
+                const int64_t row = (row_base + 8 * ((i % 4) / 2)) >> shift;
                 const bool visible = col < seq.len_k && (!seq.has_hi || col <= row + seq.hi);
                 if (!visible) s[i] = -CUDART_INF_F;
             }
@@ -207,14 +211,20 @@ using Tile = TileCoord;
 
 __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
     const FwdParams &p = params.fwd;
-    return sm90_tile_coord(idx, p.num_m_blocks, p.num_q_heads, p.batch, params.head_group);
+    return sm90_tile_coord(idx, p.num_m_blocks, params.tile_heads, p.batch, params.head_group);
+}
+
+// Tile rows of a sequence: its query positions times the packed heads.
+__device__ __forceinline__ int tile_rows(const Sequence &seq, int shift) {
+    return seq.len_q << shift;
 }
 
 // Number of key tiles a query block must visit (0 when it sees no key).
 template <typename Cfg>
-__device__ __forceinline__ int key_tiles(const Sequence &seq, int m0) {
+__device__ __forceinline__ int key_tiles(const Sequence &seq, int m0, int shift) {
     int n_begin, n_end;
-    visible_key_range(seq, m0, min(m0 + Cfg::BM, seq.len_q) - 1, &n_begin, &n_end);
+    visible_key_range(seq, m0 >> shift, (min(m0 + Cfg::BM, tile_rows(seq, shift)) - 1) >> shift,
+                      &n_begin, &n_end);
     return (n_end + Cfg::BN - 1) / Cfg::BN;
 }
 
@@ -258,16 +268,17 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
     ptx::prefetch_tensor_map(&params.q);
     ptx::prefetch_tensor_map(&params.k);
     ptx::prefetch_tensor_map(&params.v);
+    const int shift = params.group_shift;
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
     for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride) {
         const Tile tile = decode_tile(params, idx);
         const Sequence seq = sequence_of(params.fwd, tile.batch);
         const int m0 = tile.m_block * BM;
-        if (m0 >= seq.len_q) continue;  // past a shorter sequence of a varlen batch
-        const int kv_head = tile.head / params.fwd.q_heads_per_kv;
-        const int n_tiles = key_tiles<Cfg>(seq, m0);
-        const int q_row = static_cast<int>(seq.q_row0) + m0;
+        if (m0 >= tile_rows(seq, shift)) continue;  // past a shorter sequence of a varlen batch
+        const int kv_head = (tile.head << shift) / params.fwd.q_heads_per_kv;
+        const int n_tiles = key_tiles<Cfg>(seq, m0, shift);
+        const int q_row = static_cast<int>(seq.q_row0) + (m0 >> shift);
         const int k_row0 = static_cast<int>(seq.k_row0);
         const int qb = q_batch_coord(params.fwd, tile.batch);
         const int kb = k_batch_coord(params.fwd, tile.batch);
@@ -275,8 +286,8 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         ++q_iter;
         ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
         for (int b = 0; b < Cfg::kBoxes; ++b)
-            ptx::tma_load_4d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, q_row, tile.head,
-                             qb);
+            ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, 0, q_row,
+                             tile.head, qb);
         for (int j = 0; j < n_tiles; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;
             const int use = kv_iter / kStages;
@@ -351,6 +362,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     const uint8_t *q_mine = sm.q + consumer * 64 * 128;  // this warpgroup's rows in each Q box
     uint8_t *o_mine = sm.o + consumer * 64 * 128;
     Turns<Cfg> turns{consumer};
+    const int shift = params.group_shift;
 
     float o[Cfg::kOChunks][Cfg::kORegs];
     float sacc[Cfg::kSRegs];
@@ -361,13 +373,13 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         const Tile tile = decode_tile(params, idx);
         const Sequence seq = sequence_of(p, tile.batch);
         const int m0 = tile.m_block * BM;
-        if (m0 >= seq.len_q) {  // as the producer: skipped without a barrier phase
+        if (m0 >= tile_rows(seq, shift)) {  // as the producer: skipped without a barrier phase
             --q_iter;
             continue;
         }
         const int first_row = m0 + consumer * 64;
         const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
-        const int n_tiles = key_tiles<Cfg>(seq, m0);
+        const int n_tiles = key_tiles<Cfg>(seq, m0, shift);
         Softmax<Cfg> softmax;
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c)
@@ -389,7 +401,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             ptx::fence_registers(sacc);
             ptx::mbarrier_arrive(&sm.empty_k[s0]);
             release_q_early(n_tiles == 1);
-            softmax.template update<true>(sacc, p, seq, 0, row_base, t, first_row);
+            softmax.template update<true>(sacc, p, seq, 0, row_base, t, first_row, shift);
             pack_p<kBf16, Cfg>(pa, sacc);
 
             for (int j = 1; j < n_tiles; ++j) {
@@ -407,7 +419,8 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::fence_registers(sacc);
                 ptx::mbarrier_arrive(&sm.empty_k[s]);
                 release_q_early(j == n_tiles - 1);
-                softmax.template update<false>(sacc, p, seq, j * BN, row_base, t, first_row);
+                softmax.template update<false>(sacc, p, seq, j * BN, row_base, t, first_row,
+                                               shift);
                 ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
 #pragma unroll
                 for (int c = 0; c < Cfg::kOChunks; ++c) ptx::fence_registers(o[c]);
@@ -471,14 +484,15 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             ptx::named_barrier_sync(1 + consumer, 128);
             if (tid == 0) {
                 for (int b = 0; b < Cfg::kBoxes; ++b)
-                    ptx::tma_store_4d(&params.o, o_mine + b * BM * 128, b * 64, first_row,
-                                      tile.head, tile.batch);
+                    ptx::tma_store_5d(&params.o, o_mine + b * BM * 128, b * 64, 0,
+                                      first_row >> shift, tile.head, tile.batch);
                 ptx::tma_store_commit();
                 if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
             }
         } else {
             // Packed rows: the tile's rows past the sequence belong to the next
             // one, so store row by row (16-byte chunks) instead of a TMA box.
+            // (The host packs no query heads here: row r is position r.)
             ptx::named_barrier_sync(1 + consumer, 128);
             using T = typename Elem<kBf16>::T;
             T *o_seq = static_cast<T *>(p.o) + (seq.q_row0 + first_row) * p.o_stride.seq +
@@ -496,9 +510,11 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = row_base + 8 * r;
-                if (row < seq.len_q)
-                    p.lse[tile.batch * p.lse_batch_stride + tile.head * p.lse_head_stride +
-                          seq.q_row0 + row] = lse[r];
+                const int pos = row >> shift;
+                const int head = (tile.head << shift) + (row & ((1 << shift) - 1));
+                if (pos < seq.len_q)
+                    p.lse[tile.batch * p.lse_batch_stride + head * p.lse_head_stride +
+                          seq.q_row0 + pos] = lse[r];
             }
         }
         if constexpr (!Cfg::kSeparateO) {

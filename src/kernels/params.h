@@ -120,13 +120,21 @@ struct alignas(64) TmaDescriptor {
     uint64_t opaque[16];
 };
 
-// Tensor maps address every (batch, head) slice: dims (dim, seq, head, batch).
+// Tensor maps address every (batch, head) slice: K and V as dims (dim, seq,
+// head, batch), Q and O as (dim, group, seq, head / group, batch) with
+// group = 2^group_shift (src/tensor_map.h).
 struct Sm90Params {
     TmaDescriptor q, k, v, o;
     FwdParams fwd;
     int32_t total_tiles;  // query blocks x heads x batch
     int32_t persistent;   // 1: gridDim.x CTAs loop over the tiles; 0: one tile per CTA
     int32_t head_group;   // 0: each (batch, head)'s blocks in turn; G: G heads' blocks, longest first
+    // Query heads of one KV head packed into the M tile: 2^group_shift of them
+    // (0: none). Row r of a packed tile is query position r >> group_shift of
+    // head (tile head << group_shift) + r % 2^group_shift, so a short query
+    // (decode of a few tokens) fills the tile and K/V are read once per group.
+    int32_t group_shift;
+    int32_t tile_heads;   // heads the tiles walk: num_q_heads >> group_shift
 };
 
 }  // namespace fmha

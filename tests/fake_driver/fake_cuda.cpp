@@ -417,6 +417,13 @@ CUresult tensor_map_encode_tiled(CUtensorMap *map, CUtensorMapDataType type, cuu
     }
     std::memset(map, 0, sizeof *map);
     std::lock_guard<std::mutex> lock(st().mu);
+    fake_cuda_tensor_map &rec = st().stats.maps[st().stats.tensor_maps % FAKE_CUDA_MAP_RING];
+    rec = fake_cuda_tensor_map{};
+    rec.rank = rank;
+    for (cuuint32_t i = 0; i < rank; ++i) {
+        rec.dims[i] = dims[i];
+        rec.box[i] = box[i];
+    }
     ++st().stats.tensor_maps;
     return CUDA_SUCCESS;
 }

@@ -22,6 +22,15 @@ typedef struct fake_cuda_launch {
     int programmatic;       /* cuLaunchKernelEx with programmatic stream serialization */
 } fake_cuda_launch;
 
+/* One cuTensorMapEncodeTiled call that succeeded. */
+typedef struct fake_cuda_tensor_map {
+    unsigned rank;
+    unsigned long long dims[5];
+    unsigned box[5];
+} fake_cuda_tensor_map;
+
+enum { FAKE_CUDA_MAP_RING = 8 };
+
 typedef struct fake_cuda_stats {
     int init_calls;
     int primary_retained;   /* retains minus releases, all devices */
@@ -32,6 +41,8 @@ typedef struct fake_cuda_stats {
     int memsets;
     int tensor_maps;
     int tensor_map_errors;
+    /* The last FAKE_CUDA_MAP_RING maps: map n (counting from 0) at n % ring. */
+    fake_cuda_tensor_map maps[FAKE_CUDA_MAP_RING];
     int context_pushes, context_pops;
     /* Entry points other than context queries/push/pop, launches, async
      * memsets and tensor-map encoding called while "in run" was marked: the

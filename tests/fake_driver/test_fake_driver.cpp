@@ -535,6 +535,56 @@ TEST_CASE("fake driver: run-time argument checks need a plan, not a GPU", "[cpu]
     }
 }
 
+TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV head",
+          "[cpu][fake-driver][run]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Shape {
+        int64_t heads, kv_heads, sq, packed;  // packed: heads per tile expected
+    };
+    // Powers of two up to 64 heads per KV head, queries up to 256 positions;
+    // otherwise one head per tile.
+    const Shape shapes[] = {{32, 8, 32, 4}, {64, 8, 17, 8}, {64, 1, 256, 64}, {8, 8, 32, 1},
+                            {12, 4, 32, 1}, {128, 1, 32, 1}, {32, 8, 257, 1}};
+    for (const Shape &sh : shapes)
+        for (int64_t hd : {64, 128, 256}) {
+            Fake &f = fresh_fake(90);
+            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, sh.sq, 3000);
+            d.num_q_heads = sh.heads;
+            d.num_kv_heads = sh.kv_heads;
+            d.q_strides = d.o_strides = make_layout(Layout::BSHD, d.batch, sh.sq, sh.heads, hd).strides;
+            d.k_strides = d.v_strides =
+                make_layout(Layout::BSHD, d.batch, 3000, sh.kv_heads, hd).strides;
+            d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+            d.kernel = FMHA_KERNEL_HOPPER;
+            Plan plan;
+            INFO("Hq " << sh.heads << " Hkv " << sh.kv_heads << " sq " << sh.sq << " hd " << hd);
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+            const fmha_plan_info i = info_of(plan.p);
+            const fmha_tensors t = fake_tensors();
+            const int before = f.stats().tensor_maps;
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+            const fake_cuda_stats after = f.stats();
+            REQUIRE(after.tensor_maps == before + 4);
+            const fake_cuda_tensor_map &q = after.maps[before % FAKE_CUDA_MAP_RING];
+            const fake_cuda_tensor_map &o = after.maps[(before + 3) % FAKE_CUDA_MAP_RING];
+            // Q and O: (dim, heads per tile, positions, tile heads, batch).
+            for (const fake_cuda_tensor_map *m : {&q, &o}) {
+                REQUIRE(m->rank == 5u);
+                CHECK(m->dims[1] == (unsigned long long)sh.packed);
+                CHECK(m->dims[2] == (unsigned long long)sh.sq);
+                CHECK(m->dims[3] == (unsigned long long)(sh.heads / sh.packed));
+                CHECK(m->box[1] == unsigned(sh.packed));
+            }
+            CHECK(q.box[2] * q.box[1] == unsigned(i.tile_m));
+            CHECK(o.box[2] * o.box[1] == 64u);
+            fake_cuda_launch l;
+            REQUIRE(f.last_launch(&l) == 1);
+            const long long tiles = (sh.sq * sh.packed + i.tile_m - 1) / i.tile_m *
+                                    (sh.heads / sh.packed) * d.batch;
+            CHECK((long long)l.grid[0] == tiles);  // 3000 keys: one CTA per tile
+        }
+}
+
 TEST_CASE("fake driver: broadcast inputs fall back from the Hopper kernel", "[cpu][fake-driver]") {
     fresh_fake(90);
     fmha_descriptor d = make_desc();

@@ -229,6 +229,27 @@ TEST_CASE("decode: seqlen_q x head_dim x GQA ratio, causal bottom-right",
 }
 
 // ---------------------------------------------------------------------------
+// Short GQA queries on the Hopper kernel, which packs the query heads of one
+// KV head into its M tile (group of 2 to 64, queries of 1 to 256 positions,
+// causal both ways and none, seqused_k, every layout). Run on HOPPER whatever
+// FMHA_TEST_KERNEL says, and on AUTO.
+
+TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
+          "[gpu][serving][packed-heads]") {
+    FMHA_REQUIRE_GPU();
+    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    Stats st;
+    for (const ServingCase &c : packed_heads_suite())
+        run_families("packed heads", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
+    finish("packed heads", st);
+    CHECK(st.unsupported == 0);
+    int hopper_runs = 0;
+    for (const auto &k : st.kernels)
+        if (k.first.find("fmha_fwd_sm90_") == 0) hopper_runs += k.second;
+    CHECK(hopper_runs >= st.cases);
+}
+
+// ---------------------------------------------------------------------------
 // Split-KV on the decode kernel.
 
 namespace {

@@ -1063,6 +1063,50 @@ std::vector<ServingCase> decode_suite() {
     return seeded(v, 22000);
 }
 
+std::vector<ServingCase> packed_heads_suite() {
+    std::vector<ServingCase> v;
+    const int64_t Ts[] = {1, 3, 16, 32, 100, 256};
+    const int64_t head_dims[] = {64, 128, 256};
+    const int groups[] = {2, 4, 8, 16};
+    const fmha_mask masks[] = {FMHA_MASK_CAUSAL_BOTTOM_RIGHT, FMHA_MASK_NONE,
+                               FMHA_MASK_CAUSAL_TOP_LEFT};
+    // 4100 keys take hd128's wide key tile.
+    const int64_t seqlens_k[] = {700, 4100, 257, 1500, 64};
+    int idx = 0;
+    for (int64_t T : Ts)
+        for (int64_t hd : head_dims) {
+            std::mt19937_64 rng(case_seed(base_seed(), 23500 + uint64_t(idx)));
+            const int group = groups[idx % 4];
+            const int64_t kv_heads = 1 + idx % 2;
+            ServingCase c = shape(kDtypes[idx % 2], hd, group * kv_heads, kv_heads);
+            c.mask = masks[idx % 3];
+            int64_t batch = 1 + idx % 3;
+            int64_t sk = seqlens_k[idx % 5];
+            if (sk < T && c.mask == FMHA_MASK_CAUSAL_BOTTOM_RIGHT) sk = T + 5;
+            auto cost = [&] { return double(T * c.num_q_heads * hd * sk * batch); };
+            while (cost() > 1.5e8 && batch > 1) --batch;
+            while (cost() > 1.5e8 && sk > 300) sk = std::max<int64_t>(300, sk * 3 / 4);
+            c.q_lens.assign(size_t(batch), int32_t(T));
+            c.k_lens.assign(size_t(batch), int32_t(sk));
+            if (idx % 2 == 1) {  // a KV cache with fewer keys used than stored
+                for (int64_t b = 0; b < batch; ++b)
+                    c.seqused.push_back(int32_t(1 + int64_t(rng() % uint64_t(sk))));
+                c.seqused[0] = int32_t(sk);
+            }
+            c.layout = kLayouts[idx % 3];
+            v.push_back(c);
+            ++idx;
+        }
+    {  // every query head of one KV head: 64 per tile (hd128 box of 2 positions)
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 64, 1);
+        c.q_lens = {5, 5};
+        c.k_lens = {900, 900};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    return seeded(v, 23000);
+}
+
 std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
 
 std::vector<ServingCase> split_suite() {
@@ -1245,6 +1289,14 @@ std::vector<ServingCase> sanitize_suite() {
         c.keys = KeyLayout::PAGED;
         c.page_size = 1;
         c.k_lens = {100, 100};
+        v.push_back(c);
+    }
+    {  // short GQA queries (Hopper: 4 query heads per tile), seqused_k
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 2);
+        c.q_lens = {20, 20};
+        c.k_lens = {150, 150};
+        c.seqused = {150, 61};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         v.push_back(c);
     }
     return seeded(v, 26000);

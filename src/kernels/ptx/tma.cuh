@@ -28,6 +28,29 @@ __device__ __forceinline__ void tma_store_4d(const void *tensor_map, const void 
         : "memory");
 }
 
+// 5-D tile load completing on `bar` (coordinates innermost first).
+__device__ __forceinline__ void tma_load_5d(void *dst, const void *tensor_map, uint64_t *bar,
+                                            int c0, int c1, int c2, int c3, int c4) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];\n" ::"r"(
+            static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+        "l"(tensor_map), "r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(c0),
+        "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+        : "memory");
+}
+
+// 5-D tile store; elements outside the tensor's bounds are not written.
+__device__ __forceinline__ void tma_store_5d(const void *tensor_map, const void *src, int c0,
+                                             int c1, int c2, int c3, int c4) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], "
+        "[%1];\n" ::"l"(tensor_map),
+        "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(c0), "r"(c1), "r"(c2),
+        "r"(c3), "r"(c4)
+        : "memory");
+}
+
 __device__ __forceinline__ void tma_store_commit() {
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }

@@ -19,13 +19,22 @@ static fmha_status need_image(const char *family, int sm) {
 fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     const int sm = dev.sm;
     const bool hopper_device = sm == 90;
-    const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, dev);
+    // What the Hopper kernel would do with the problem, for AUTO.
+    KernelChoice hopper;
+    bool hopper_runs_it = false;
+    if (p.kernel == FMHA_KERNEL_AUTO && hopper_device && find_image("sm90", sm) != nullptr) {
+        fmha_status st = sm90_configure(p, dev, &hopper);
+        if (st == FMHA_STATUS_SUCCESS && hopper.num_splits > 1) st = need_image("combine", sm);
+        hopper_runs_it = st == FMHA_STATUS_SUCCESS;
+        if (!hopper_runs_it) clear_error();
+    }
+    const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, dev, hopper_runs_it);
     if (p.kernel == FMHA_KERNEL_DECODE || auto_decode) {
         fmha_status st = need_image("decode", sm);
         if (st == FMHA_STATUS_SUCCESS) st = need_image("combine", sm);
         if (st == FMHA_STATUS_SUCCESS) st = decode_configure(p, dev, out);
-        // Only the decode kernel does head_dim 512 and split-KV; otherwise AUTO
-        // falls back (e.g. a device with too little shared memory per block).
+        // AUTO sends head_dim 512 and explicit split counts only here; other
+        // problems fall back (e.g. a device with too little shared memory per block).
         if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512 || p.num_splits >= 2)
             return st;
         clear_error();
@@ -37,15 +46,12 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
                         "kernel needs sm_90",
                         sm);
         FMHA_TRY(need_image("sm90", sm));
-        return sm90_configure(p, out);
+        FMHA_TRY(sm90_configure(p, dev, out));
+        return out->num_splits > 1 ? need_image("combine", sm) : FMHA_STATUS_SUCCESS;
     }
-    if (p.kernel == FMHA_KERNEL_AUTO && hopper_device && find_image("sm90", sm) != nullptr) {
-        KernelChoice hopper;
-        if (sm90_configure(p, &hopper) == FMHA_STATUS_SUCCESS) {
-            *out = hopper;
-            return FMHA_STATUS_SUCCESS;
-        }
-        clear_error();  // fall back to the portable kernel
+    if (hopper_runs_it) {
+        *out = hopper;
+        return FMHA_STATUS_SUCCESS;
     }
     FMHA_TRY(need_image("portable", sm));
     return portable_configure(p, out);

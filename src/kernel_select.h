@@ -39,14 +39,15 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
 
 // Per-family configuration, in launch_<family>.cpp.
 fmha_status portable_configure(const Problem &p, KernelChoice *out);
-fmha_status sm90_configure(const Problem &p, KernelChoice *out);
+fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // Query heads the Hopper kernel packs into one M tile with their KV head's
 // other query heads (1: none; launch_sm90.cpp says when).
 int64_t sm90_packed_heads(const Problem &p);
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // True when AUTO should use the decode kernel: few query rows per KV head,
 // head_dim 512, an explicit split count, or a multi-token decode whose
-// prefill grid would leave most SMs idle.
-bool prefers_decode(const Problem &p, const DeviceLimits &dev);
+// prefill grid would leave most SMs idle. `hopper_runs_it`: the Hopper
+// kernel can run the problem on this device (it packs short GQA queries).
+bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it);
 
 }  // namespace fmha

@@ -9,6 +9,7 @@
 #include "kernels/params.h"
 #include "kernels/tile_traits.h"
 #include "plan.h"
+#include "split_kv.h"
 
 namespace fmha {
 namespace {
@@ -111,20 +112,6 @@ int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
     return static_cast<int>(best);
 }
 
-struct Workspace {
-    uint64_t partial_o_bytes = 0, partial_lse_bytes = 0;
-    uint64_t total() const { return partial_o_bytes + partial_lse_bytes; }
-};
-
-Workspace workspace_of(const Problem &p, int splits) {
-    Workspace w;
-    if (splits <= 1) return w;
-    const uint64_t rows = uint64_t(p.q_rows()) * p.num_q_heads * splits;
-    w.partial_o_bytes = (rows * p.head_dim * sizeof(float) + 255) / 256 * 256;
-    w.partial_lse_bytes = (rows * sizeof(float) + 255) / 256 * 256;
-    return w;
-}
-
 fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
                           CUstream stream) {
     const Problem &p = plan.problem;
@@ -136,12 +123,9 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
     dp.num_splits = c.num_splits;
     dp.q_heads_per_kv = static_cast<int32_t>(group_size(p));
     dp.num_m_tiles = static_cast<int32_t>(m_tiles(p));
-    const Workspace ws = workspace_of(p, c.num_splits);
-    if (c.num_splits > 1) {
-        dp.partial_o = static_cast<float *>(workspace);
-        dp.partial_lse =
-            reinterpret_cast<float *>(static_cast<char *>(workspace) + ws.partial_o_bytes);
-    }
+    const SplitPartials parts = split_partials(p, c.num_splits, workspace);
+    dp.partial_o = parts.o;
+    dp.partial_lse = parts.lse;
     // Launched dependent: it may be scheduled while the previous kernel in
     // the stream drains (it waits for that kernel before touching memory).
     FMHA_TRY(launch_dependent(*plan.drv, plan.device_sm, plan.function, c.num_splits,
@@ -149,56 +133,27 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
                               static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream,
                               &dp, c.kernel_name));
     if (c.num_splits <= 1) return FMHA_STATUS_SUCCESS;
-
-    // Combine the splits. Packed (varlen) rows are one batch of total_q rows.
-    SplitCombineParams cp{};
-    CombineShape &sh = cp.shape;
-    const int64_t heads = p.num_q_heads, d = p.head_dim;
-    const int64_t batch = p.varlen_q ? 1 : p.batch;
-    const int64_t seqlen = p.varlen_q ? p.total_q : p.seqlen_q;
-    cp.o_parts = dp.partial_o;
-    cp.lse_parts = dp.partial_lse;
-    cp.o_part_step = dp.q_rows * heads * d;
-    cp.lse_part_step = heads * dp.q_rows;
-    sh.part_stride = {seqlen * heads * d, heads * d, d};
-    sh.lse_part_stride = {seqlen, 1, dp.q_rows};
-    sh.o = t.o;
-    sh.o_stride = {p.o.batch, p.o.seq, p.o.head};
-    sh.lse = p.write_lse ? t.lse : nullptr;
-    sh.lse_stride = {dp.fwd.lse_batch_stride, 1, dp.fwd.lse_head_stride};
-    sh.sinks = p.sinks ? t.sinks : nullptr;
-    sh.row_limit = p.varlen_q ? t.cu_seqlens_q + p.batch : nullptr;
-    sh.rows = batch * seqlen;
-    sh.seqlen = static_cast<int32_t>(seqlen);
-    sh.heads = static_cast<int32_t>(heads);
-    sh.head_dim = static_cast<int32_t>(d);
-    sh.num_parts = c.num_splits;
-    const unsigned blocks = static_cast<unsigned>(sh.rows * heads);  // one CTA per (row, head)
-    return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 1, 1,
-                            kCombineThreads, 0, stream, &cp, c.combine_kernel_name);
+    return launch_split_combine(plan, t, parts, c.num_splits, dp.fwd, stream);
 }
 
 }  // namespace
 
-bool prefers_decode(const Problem &p, const DeviceLimits &dev) {
+bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it) {
     if (p.head_dim == 512 || p.num_splits >= 2) return true;
     const int64_t rows_per_kv_head = p.seqlen_q * group_size(p);
     if (rows_per_kv_head <= kDecodeMaxRowsPerKvHead) return true;
-    // A few hundred rows per KV head (multi-token decode) where the prefill
-    // kernels' 128-row tiles would leave most SMs idle: the decode kernel
-    // splits the keys instead. Measured on the H200 at T=32, Hq/Hkv=4, hd128:
-    // with the query heads packed per tile, 8 Hopper CTAs (B=1, S=32k) took
-    // 366 us against the decode kernel's 131, 64 CTAs (B=8, S=8k) 108 against
-    // 246: the decode kernel runs the FLOPs at ~135 TFLOP/s, a packed CTA
-    // ~80 keys/us, so it wins below num_sms / 5 CTAs. Without packing the
-    // tiles are mostly empty rows and the decode kernel wins below half the
-    // SMs (T=32, B=1: 0.58 against 0.35 TB/s).
-    const int64_t packed = sm90_packed_heads(p);
-    const int64_t prefill_ctas =
-        p.batch * (p.num_q_heads / packed) * ((p.seqlen_q * packed + 127) / 128);
-    const int64_t below = packed > 1 ? 5 : 2;
+    // Past 64 rows per KV head the Hopper kernel packs a short query's heads
+    // into its 128-row tiles and splits the keys when the tiles are few
+    // (measured on the H200 at T=32, Hq/Hkv=4, hd128, docs/kernel-notes.md h1-h2).
+    if (hopper_runs_it && sm90_packed_heads(p) > 1) return false;
+    // Otherwise a few hundred rows per KV head (multi-token decode) where the
+    // prefill kernels' 128-row tiles, one head each, would leave most SMs
+    // idle: the decode kernel splits the keys instead (measured at T=32,
+    // Hq/Hkv=4, B=1: 0.58 vs 0.35 TB/s; with 256+ prefill CTAs the prefill
+    // kernel stays ahead).
+    const int64_t prefill_ctas = p.batch * p.num_q_heads * ((p.seqlen_q + 127) / 128);
     return dev.num_sms > 0 && rows_per_kv_head <= kDecodeMaxRowsSplitting &&
-           prefill_ctas * below < dev.num_sms;
+           prefill_ctas * 2 < dev.num_sms;
 }
 
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
@@ -227,11 +182,8 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
                     "sm_%d offers %d",
                     d, c.smem_bytes, dev.sm, dev.max_smem);
     c.num_splits = p.num_splits > 0 ? p.num_splits : auto_splits(p, dev, c.smem_bytes);
-    c.workspace_bytes = workspace_of(p, c.num_splits).total();
-    c.combine_kernel_name = c.num_splits > 1 ? (p.dtype == FMHA_DTYPE_BF16
-                                                    ? "fmha_combine_splits_bf16"
-                                                    : "fmha_combine_splits_fp16")
-                                             : nullptr;
+    c.workspace_bytes = split_workspace(p, c.num_splits).total();
+    c.combine_kernel_name = c.num_splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.launch = decode_launch;
     *out = c;
     return FMHA_STATUS_SUCCESS;

@@ -9,12 +9,20 @@
 #include "kernels/params.h"
 #include "kernels/tile_traits.h"
 #include "plan.h"
+#include "split_kv.h"
 #include "tensor_map.h"
 
 static_assert(sizeof(fmha::TmaDescriptor) == sizeof(CUtensorMap), "CUtensorMap layout");
 
 namespace fmha {
 namespace {
+
+// Packing pays while a query is short enough that its rows alone would leave
+// most of a 128-row M tile empty, and K/V would be read once per query head.
+// The TMA box takes 64 / group positions per warpgroup, so the group must be
+// a power of two up to 64; packed (varlen) Q is stored row by row and keeps
+// one head per tile.
+constexpr int64_t kSm90PackMaxQueryLen = 256;
 
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -64,7 +72,8 @@ int32_t persistent_head_group(const Problem &p, int64_t tile_heads) {
     return static_cast<int32_t>(std::clamp<int64_t>(l2_slice / kv_bytes_per_head, 1, heads));
 }
 
-fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CUstream stream) {
+fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
+                        CUstream stream) {
     const Problem &p = plan.problem;
     const KernelChoice &c = plan.choice;
     Sm90Params params;
@@ -94,24 +103,43 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *, CU
     params.fwd.num_m_blocks = static_cast<int32_t>(sm90_m_blocks(p, c.tile_m));
     params.group_shift = log2_of(group);
     params.tile_heads = static_cast<int32_t>(p.num_q_heads / group);
-    const int64_t tiles = int64_t(params.fwd.num_m_blocks) * params.tile_heads * params.fwd.batch;
+    const int64_t tiles_per_split =
+        int64_t(params.fwd.num_m_blocks) * params.tile_heads * params.fwd.batch;
+    const int64_t tiles = tiles_per_split * c.num_splits;
+    params.tiles_per_split = static_cast<int32_t>(tiles_per_split);
+    params.num_splits = c.num_splits;
     params.total_tiles = static_cast<int32_t>(tiles);
-    params.persistent = use_persistent_grid(p);
-    params.head_group = persistent_head_group(p, params.tile_heads);
+    params.persistent = c.num_splits == 1 && use_persistent_grid(p);
+    params.head_group = params.persistent ? persistent_head_group(p, params.tile_heads) : 0;
+    const SplitPartials parts = split_partials(p, c.num_splits, workspace);
+    params.partial_o = parts.o;
+    params.partial_lse = parts.lse;
+    params.q_rows = p.q_rows();
     const unsigned ctas = static_cast<unsigned>(
         params.persistent && tiles > plan.num_sms ? plan.num_sms : tiles);
-    return launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
-                  c.kernel_name);
+    FMHA_TRY(launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
+                    c.kernel_name));
+    if (c.num_splits == 1) return FMHA_STATUS_SUCCESS;
+    return launch_split_combine(plan, t, parts, c.num_splits, params.fwd, stream);
+}
+
+// Automatic split-KV, only for short queries (up to kSm90PackMaxQueryLen
+// positions, where AUTO's other choice is the decode kernel, which splits
+// too) whose query blocks fill less than half of the SMs: enough splits to
+// fill them, each of at least kSm90MinSplitKeyTiles key tiles.
+constexpr int64_t kSm90MinSplitKeyTiles = 4;
+
+int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &tile,
+                     int64_t tiles) {
+    if (dev.num_sms <= 0 || p.seqlen_q > kSm90PackMaxQueryLen || tiles * 2 > dev.num_sms)
+        return 1;
+    const int64_t key_tiles = (p.seqlen_k + tile.block_n - 1) / tile.block_n;
+    const int64_t splits = std::min<int64_t>({dev.num_sms / tiles,
+                                              key_tiles / kSm90MinSplitKeyTiles, kMaxSplits});
+    return static_cast<int>(std::max<int64_t>(1, splits));
 }
 
 }  // namespace
-
-// Packing pays while a query is short enough that its rows alone would leave
-// most of a 128-row M tile empty, and K/V would be read once per query head.
-// The TMA box takes 64 / group positions per warpgroup, so the group must be
-// a power of two up to 64; packed (varlen) Q is stored row by row and keeps
-// one head per tile.
-constexpr int64_t kSm90PackMaxQueryLen = 256;
 
 int64_t sm90_packed_heads(const Problem &p) {
     const int64_t group = p.num_q_heads / p.num_kv_heads;
@@ -121,15 +149,13 @@ int64_t sm90_packed_heads(const Problem &p) {
     return group;
 }
 
-fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
+fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     if (p.paged_kv)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel does not yet read a paged KV cache (the portable and "
                     "decode kernels do)");
-    if (p.head_dim == 512 || p.num_splits > 1)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "head_dim 512 and split-KV (num_splits %d) run on the decode kernel",
-                    p.num_splits);
+    if (p.head_dim == 512)
+        return fail(FMHA_STATUS_NOT_SUPPORTED, "head_dim 512 runs on the decode kernel");
     if (p.has_window() || p.softcap > 0.0f || p.sinks)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel does not yet do sliding windows, softcap or sinks (the "
@@ -146,9 +172,11 @@ fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
     // seqlen_k is the longest sequence's key count under varlen.
     const bool wide_keys = d == 128 && p.seqlen_k >= kSm90WideKeysFrom;
     const Sm90Tile tile = sm90_tile(d, wide_keys);
-    const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);
-    if (m_blocks * (p.num_q_heads / sm90_packed_heads(p)) * p.batch > INT_MAX)
-        return fail(FMHA_STATUS_NOT_SUPPORTED, "batch x heads x query blocks exceeds 2^31-1 CTAs");
+    const int64_t tiles = sm90_m_blocks(p, tile.block_m) * (p.num_q_heads / sm90_packed_heads(p)) * p.batch;
+    const int splits = p.num_splits > 0 ? p.num_splits : sm90_auto_splits(p, dev, tile, tiles);
+    if (tiles * splits > INT_MAX)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "batch x heads x query blocks x splits exceeds 2^31-1 CTAs");
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;
     c.image_family = "sm90";
@@ -157,7 +185,9 @@ fmha_status sm90_configure(const Problem &p, KernelChoice *out) {
     c.tile_n = tile.block_n;
     c.threads = sm90_threads(d);
     c.smem_bytes = sm90_smem_bytes(tile);
-    c.workspace_bytes = 0;
+    c.num_splits = splits;
+    c.workspace_bytes = split_workspace(p, splits).total();
+    c.combine_kernel_name = splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.launch = sm90_launch;
     *out = c;
     return FMHA_STATUS_SUCCESS;

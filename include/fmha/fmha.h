@@ -139,7 +139,9 @@ typedef enum fmha_kernel_family {
     FMHA_KERNEL_AUTO = 0,
     /** The portable mma.sync kernel, every architecture from sm_80 on. */
     FMHA_KERNEL_PORTABLE = 1,
-    /** The Hopper TMA + wgmma kernel (sm_90 devices only). */
+    /** The Hopper TMA + wgmma kernel (sm_90 devices only). Queries of up to
+     *  256 positions get the query heads of a KV head packed into one tile
+     *  (2-64 of them, a power of two), and their keys may be split. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for short
@@ -276,9 +278,11 @@ typedef struct fmha_descriptor {
     /** Split-KV: the keys of each (sequence, head) are cut into this many
      *  parts, computed in parallel and combined exactly through their LSE.
      *  0: automatic (the plan picks from the grid and the device's SMs;
-     *  see fmha_plan_info.num_splits), 1: off, 2..128: exactly that many
-     *  (decode kernel only: NOT_SUPPORTED where the chosen kernel cannot
-     *  split). The partial results live in the plan's workspace. */
+     *  see fmha_plan_info.num_splits; the decode kernel, and the Hopper
+     *  kernel for queries of up to 256 positions, may split), 1: off,
+     *  2..128: exactly that many (AUTO then takes the decode kernel; HOPPER
+     *  splits too; NOT_SUPPORTED where the chosen kernel cannot split). The
+     *  partial results live in the plan's workspace. */
     int32_t num_splits;
 } fmha_descriptor;
 

@@ -211,7 +211,24 @@ using Tile = TileCoord;
 
 __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
     const FwdParams &p = params.fwd;
-    return sm90_tile_coord(idx, p.num_m_blocks, params.tile_heads, p.batch, params.head_group);
+    return sm90_tile_coord(idx % params.tiles_per_split, p.num_m_blocks, params.tile_heads,
+                           p.batch, params.head_group);
+}
+
+__device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
+    return idx / params.tiles_per_split;
+}
+
+// The key tiles [begin, end) of a query block's n_tiles that split `split` takes.
+struct KeyTiles {
+    int begin, end;
+    __device__ __forceinline__ int count() const { return end - begin; }
+};
+__device__ __forceinline__ KeyTiles split_key_tiles(const Sm90Params &params, int n_tiles,
+                                                    int split) {
+    const int per = (n_tiles + params.num_splits - 1) / params.num_splits;
+    const int begin = min(n_tiles, split * per);
+    return KeyTiles{begin, min(n_tiles, begin + per)};
 }
 
 // Tile rows of a sequence: its query positions times the packed heads.
@@ -277,7 +294,8 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         const int m0 = tile.m_block * BM;
         if (m0 >= tile_rows(seq, shift)) continue;  // past a shorter sequence of a varlen batch
         const int kv_head = (tile.head << shift) / params.fwd.q_heads_per_kv;
-        const int n_tiles = key_tiles<Cfg>(seq, m0, shift);
+        const KeyTiles keys =
+            split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split_of(params, idx));
         const int q_row = static_cast<int>(seq.q_row0) + (m0 >> shift);
         const int k_row0 = static_cast<int>(seq.k_row0);
         const int qb = q_batch_coord(params.fwd, tile.batch);
@@ -288,7 +306,7 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         for (int b = 0; b < Cfg::kBoxes; ++b)
             ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, 0, q_row,
                              tile.head, qb);
-        for (int j = 0; j < n_tiles; ++j, ++kv_iter) {
+        for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;
             const int use = kv_iter / kStages;
             if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
@@ -350,6 +368,113 @@ struct Turns {
     }
 };
 
+// Split-KV epilogue: this thread's two rows of normalized O (fp32) and their
+// LSE go to the split's partials, for the combine kernel.
+template <typename Cfg>
+__device__ __forceinline__ void store_partials(const Sm90Params &params,
+                                               const float (&o)[Cfg::kOChunks][Cfg::kORegs],
+                                               const float (&inv)[2], const float (&lse)[2],
+                                               const Sequence &seq, const Tile &tile, int split,
+                                               int row_base, int t) {
+    const FwdParams &p = params.fwd;
+    const int shift = params.group_shift;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int row = row_base + 8 * half;
+        const int pos = row >> shift;
+        if (pos >= seq.len_q) continue;
+        const int head = (tile.head << shift) + (row & ((1 << shift) - 1));
+        const int64_t q_row = p.cu_seqlens_q != nullptr ? seq.q_row0 + pos
+                                                        : int64_t(tile.batch) * p.seqlen_q + pos;
+        const int64_t part_row = (int64_t(split) * params.q_rows + q_row) * p.num_q_heads + head;
+        float *dst = params.partial_o + part_row * Cfg::D;
+#pragma unroll
+        for (int c = 0; c < Cfg::kOChunks; ++c)
+#pragma unroll
+            for (int i = 2 * half; i < Cfg::kORegs; i += 4) {
+                const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
+                if (col < Cfg::D)  // hd96: the padded columns are not stored
+                    *reinterpret_cast<float2 *>(dst + col) =
+                        make_float2(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
+            }
+        if (t == 0)
+            params.partial_lse[(int64_t(split) * p.num_q_heads + head) * params.q_rows + q_row] =
+                lse[half];
+    }
+}
+
+// Epilogue: normalized O staged in the TMA 128-byte swizzled layout (row r's
+// 16-byte chunk c sits at chunk c ^ (r % 8)) and stored with TMA (row by row
+// for packed Q), then the LSE.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void store_output(const Sm90Params &params,
+                                             const float (&o)[Cfg::kOChunks][Cfg::kORegs],
+                                             const float (&inv)[2], const float (&lse)[2],
+                                             const Sequence &seq, const Tile &tile,
+                                             uint8_t *o_mine, int first_row, int row_base,
+                                             int consumer, int tid) {
+    constexpr int BM = Cfg::BM;
+    const FwdParams &p = params.fwd;
+    const int shift = params.group_shift;
+    const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+    if constexpr (Cfg::kSeparateO) {
+        // The previous tile's store must have read the buffer.
+        if (tid == 0) ptx::tma_store_wait_read();
+        ptx::named_barrier_sync(1 + consumer, 128);
+    }
+#pragma unroll
+    for (int c = 0; c < Cfg::kOChunks; ++c) {
+#pragma unroll
+        for (int i = 0; i < Cfg::kORegs; i += 2) {
+            const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
+            const int half = (i % 4) / 2;
+            const int r = warp * 16 + g + 8 * half;
+            uint8_t *dst = o_mine + (col / 64) * BM * 128 + r * 128 +
+                           ((((col % 64) / 8) ^ (r % 8)) << 4) + 4 * t;
+            *reinterpret_cast<uint32_t *>(dst) =
+                Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
+        }
+    }
+    if (p.cu_seqlens_q == nullptr) {
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_sync(1 + consumer, 128);
+        if (tid == 0) {
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_store_5d(&params.o, o_mine + b * BM * 128, b * 64, 0,
+                                  first_row >> shift, tile.head, tile.batch);
+            ptx::tma_store_commit();
+            if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
+        }
+    } else {
+        // Packed rows: the tile's rows past the sequence belong to the next
+        // one, so store row by row (16-byte chunks) instead of a TMA box.
+        // (The host packs no query heads here: row r is position r.)
+        ptx::named_barrier_sync(1 + consumer, 128);
+        using T = typename Elem<kBf16>::T;
+        T *o_seq = static_cast<T *>(p.o) + (seq.q_row0 + first_row) * p.o_stride.seq +
+                   int64_t(tile.head) * p.o_stride.head;
+        constexpr int kChunks = Cfg::D / 8;
+        for (int idx = tid; idx < 64 * kChunks; idx += 128) {
+            const int r = idx / kChunks, c = idx % kChunks;
+            if (first_row + r >= seq.len_q) continue;
+            const uint8_t *src = o_mine + (c / 8) * BM * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+            *reinterpret_cast<uint4 *>(o_seq + int64_t(r) * p.o_stride.seq + c * 8) =
+                *reinterpret_cast<const uint4 *>(src);
+        }
+    }
+    if (p.lse != nullptr && t == 0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = row_base + 8 * r;
+            const int pos = row >> shift;
+            const int head = (tile.head << shift) + (row & ((1 << shift) - 1));
+            if (pos < seq.len_q)
+                p.lse[tile.batch * p.lse_batch_stride + head * p.lse_head_stride +
+                      seq.q_row0 + pos] = lse[r];
+        }
+    }
+}
+
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg> &sm,
                                         int consumer, int tid) {
@@ -379,7 +504,10 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         }
         const int first_row = m0 + consumer * 64;
         const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
-        const int n_tiles = key_tiles<Cfg>(seq, m0, shift);
+        const int split = split_of(params, idx);
+        const KeyTiles keys = split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split);
+        const int n_tiles = keys.count();
+        const int n0 = keys.begin * BN;  // first key of this split
         Softmax<Cfg> softmax;
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c)
@@ -401,7 +529,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             ptx::fence_registers(sacc);
             ptx::mbarrier_arrive(&sm.empty_k[s0]);
             release_q_early(n_tiles == 1);
-            softmax.template update<true>(sacc, p, seq, 0, row_base, t, first_row, shift);
+            softmax.template update<true>(sacc, p, seq, n0, row_base, t, first_row, shift);
             pack_p<kBf16, Cfg>(pa, sacc);
 
             for (int j = 1; j < n_tiles; ++j) {
@@ -419,7 +547,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::fence_registers(sacc);
                 ptx::mbarrier_arrive(&sm.empty_k[s]);
                 release_q_early(j == n_tiles - 1);
-                softmax.template update<false>(sacc, p, seq, j * BN, row_base, t, first_row,
+                softmax.template update<false>(sacc, p, seq, n0 + j * BN, row_base, t, first_row,
                                                shift);
                 ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
 #pragma unroll
@@ -433,7 +561,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int s_last = it_last % kStages;
             ptx::mbarrier_wait(&sm.full_v[s_last], (it_last / kStages) & 1);
             // Only lengths from cu_seqlens_k / seqused_k stop inside a tensor.
-            const int tail_keys = seq.len_k - (n_tiles - 1) * BN;
+            const int tail_keys = seq.len_k - (n0 + (n_tiles - 1) * BN);
             if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr))
                 zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, consumer, tid);
             turns.mine();
@@ -448,8 +576,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         }
         kv_iter += n_tiles;
 
-        // Epilogue: normalize, stage O in the TMA 128-byte swizzled layout
-        // (row r's 16-byte chunk c sits at chunk c ^ (r % 8)), store with TMA.
+        // Epilogue: normalize; the output (or this split's partials) and the LSE.
         float lse[2], inv[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -461,61 +588,11 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                                      0.6931471805599453f
                                : -CUDART_INF_F;
         }
-        if constexpr (Cfg::kSeparateO) {
-            // The previous tile's store must have read the buffer.
-            if (tid == 0) ptx::tma_store_wait_read();
-            ptx::named_barrier_sync(1 + consumer, 128);
-        }
-#pragma unroll
-        for (int c = 0; c < Cfg::kOChunks; ++c) {
-#pragma unroll
-            for (int i = 0; i < Cfg::kORegs; i += 2) {
-                const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
-                const int half = (i % 4) / 2;
-                const int r = warp * 16 + g + 8 * half;
-                uint8_t *dst = o_mine + (col / 64) * BM * 128 + r * 128 +
-                               ((((col % 64) / 8) ^ (r % 8)) << 4) + 4 * t;
-                *reinterpret_cast<uint32_t *>(dst) =
-                    Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
-            }
-        }
-        if (p.cu_seqlens_q == nullptr) {
-            ptx::fence_proxy_async_shared();
-            ptx::named_barrier_sync(1 + consumer, 128);
-            if (tid == 0) {
-                for (int b = 0; b < Cfg::kBoxes; ++b)
-                    ptx::tma_store_5d(&params.o, o_mine + b * BM * 128, b * 64, 0,
-                                      first_row >> shift, tile.head, tile.batch);
-                ptx::tma_store_commit();
-                if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
-            }
+        if (params.partial_o != nullptr) {
+            store_partials<Cfg>(params, o, inv, lse, seq, tile, split, row_base, t);
         } else {
-            // Packed rows: the tile's rows past the sequence belong to the next
-            // one, so store row by row (16-byte chunks) instead of a TMA box.
-            // (The host packs no query heads here: row r is position r.)
-            ptx::named_barrier_sync(1 + consumer, 128);
-            using T = typename Elem<kBf16>::T;
-            T *o_seq = static_cast<T *>(p.o) + (seq.q_row0 + first_row) * p.o_stride.seq +
-                       int64_t(tile.head) * p.o_stride.head;
-            constexpr int kChunks = Cfg::D / 8;
-            for (int idx = tid; idx < 64 * kChunks; idx += 128) {
-                const int r = idx / kChunks, c = idx % kChunks;
-                if (first_row + r >= seq.len_q) continue;
-                const uint8_t *src = o_mine + (c / 8) * BM * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4);
-                *reinterpret_cast<uint4 *>(o_seq + int64_t(r) * p.o_stride.seq + c * 8) =
-                    *reinterpret_cast<const uint4 *>(src);
-            }
-        }
-        if (p.lse != nullptr && t == 0) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int row = row_base + 8 * r;
-                const int pos = row >> shift;
-                const int head = (tile.head << shift) + (row & ((1 << shift) - 1));
-                if (pos < seq.len_q)
-                    p.lse[tile.batch * p.lse_batch_stride + head * p.lse_head_stride +
-                          seq.q_row0 + pos] = lse[r];
-            }
+            store_output<kBf16, Cfg>(params, o, inv, lse, seq, tile, o_mine, first_row,
+                                     row_base, consumer, tid);
         }
         if constexpr (!Cfg::kSeparateO) {
             // O was staged in Q's rows: Q is free once the store has read them.

@@ -126,7 +126,7 @@ struct alignas(64) TmaDescriptor {
 struct Sm90Params {
     TmaDescriptor q, k, v, o;
     FwdParams fwd;
-    int32_t total_tiles;  // query blocks x heads x batch
+    int32_t total_tiles;  // query blocks x tile heads x batch x splits
     int32_t persistent;   // 1: gridDim.x CTAs loop over the tiles; 0: one tile per CTA
     int32_t head_group;   // 0: each (batch, head)'s blocks in turn; G: G heads' blocks, longest first
     // Query heads of one KV head packed into the M tile: 2^group_shift of them
@@ -135,6 +135,15 @@ struct Sm90Params {
     // (decode of a few tokens) fills the tile and K/V are read once per group.
     int32_t group_shift;
     int32_t tile_heads;   // heads the tiles walk: num_q_heads >> group_shift
+    // Split-KV: total_tiles = tiles_per_split x num_splits; split s takes its
+    // share of each query block's key tiles and writes normalized fp32 O and
+    // the LSE to the partials (layout in src/split_kv.h), which the combine
+    // kernel merges. num_splits 1: O and LSE directly, partials null.
+    int32_t tiles_per_split;
+    int32_t num_splits;
+    float *partial_o;
+    float *partial_lse;
+    int64_t q_rows;
 };
 
 }  // namespace fmha

@@ -556,6 +556,7 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
                 make_layout(Layout::BSHD, d.batch, 3000, sh.kv_heads, hd).strides;
             d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
             d.kernel = FMHA_KERNEL_HOPPER;
+            d.num_splits = 1;  // the split grid is checked below
             Plan plan;
             INFO("Hq " << sh.heads << " Hkv " << sh.kv_heads << " sq " << sh.sq << " hd " << hd);
             FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
@@ -583,6 +584,59 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
                                     (sh.heads / sh.packed) * d.batch;
             CHECK((long long)l.grid[0] == tiles);  // 3000 keys: one CTA per tile
         }
+}
+
+TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few tiles",
+          "[cpu][fake-driver][run]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Shape {
+        int64_t batch, sq, sk, num_splits, splits;  // num_splits asked, splits expected
+    };
+    // bf16 hd128 Hq32/Hkv8 (4 heads per tile, 1 query block at sq 32), 132 SMs:
+    // automatic splits fill the SMs with at least 4 key tiles (192 keys) each.
+    const Shape shapes[] = {{1, 32, 32768, 0, 16}, {8, 32, 8192, 0, 2}, {32, 32, 4096, 0, 1},
+                            {1, 32, 700, 0, 1},    {1, 32, 3000, 0, 6}, {2, 32, 4096, 3, 3},
+                            {1, 300, 32768, 0, 1}};
+    for (const Shape &sh : shapes) {
+        Fake &f = fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, sh.sq, sh.sk);
+        d.batch = sh.batch;
+        d.num_q_heads = 32;
+        d.num_kv_heads = 8;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, d.batch, sh.sq, 32, 128).strides;
+        d.k_strides = d.v_strides = make_layout(Layout::BSHD, d.batch, sh.sk, 8, 128).strides;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        d.num_splits = int32_t(sh.num_splits);
+        Plan plan;
+        INFO("B" << sh.batch << " sq " << sh.sq << " sk " << sh.sk << " num_splits "
+                 << sh.num_splits);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(i.num_splits == sh.splits);
+        const uint64_t partials = uint64_t(sh.batch * sh.sq * 32) * sh.splits;  // rows x heads
+        CHECK(i.workspace_bytes ==
+              (sh.splits > 1 ? (partials * 128 * 4 + 255) / 256 * 256 + (partials * 4 + 255) / 256 * 256
+                             : 0u));
+        const fmha_tensors t = fake_tensors();
+        const int launches = f.stats().launches;
+        if (i.workspace_bytes > 0)  // the partials need the workspace
+            FMHA_CHECK_STATUS(FMHA_STATUS_WORKSPACE_TOO_SMALL,
+                              fmha_run(plan.p, &t, nullptr, 0, nullptr));
+        CHECK(f.stats().launches == launches);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                            fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+        CHECK(f.stats().launches == launches + (sh.splits > 1 ? 2 : 1));
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        if (sh.splits > 1) {  // the combine over every (row, head), after the Hopper grid
+            CHECK(std::string(l.kernel) == "fmha_combine_splits_bf16");
+            CHECK((long long)l.grid[0] == sh.batch * sh.sq * 32);
+            CHECK(l.programmatic == 1);
+        } else {
+            CHECK(std::string(l.kernel).find("fmha_fwd_sm90_bf16_hd128") == 0);
+        }
+    }
 }
 
 TEST_CASE("fake driver: broadcast inputs fall back from the Hopper kernel", "[cpu][fake-driver]") {
@@ -713,7 +767,9 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
 // measured fastest on the H200, or within 4% of it (docs/kernel-notes.md,
 // d21; paged B64 is 3% off its best, 3 splits; hd512 B1 H16 S4096 4%, 48).
 // Contiguous B=8 wants one CTA per SM (2 splits), paged B=1 two (32); the
-// M tiles of one KV head share its keys (T=4 H64/8: 2 splits, not 1).
+// M tiles of one KV head share its keys (T=4 H64/8: 2 splits, not 1). T=32
+// with 4 query heads per KV head runs on the Hopper kernel (heads packed,
+// 8 tiles, 16 splits: docs/kernel-notes.md h2).
 TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
           "[cpu][fake-driver][plan][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -721,6 +777,7 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
         int64_t batch, q_heads, kv_heads, seqlen_q, seqlen_k, head_dim;
         bool paged;
         int splits;
+        fmha_kernel_family family = FMHA_KERNEL_DECODE;
     };
     const Row rows[] = {
         {1, 32, 8, 1, 32768, 128, false, 16}, {8, 32, 8, 1, 8192, 128, false, 2},
@@ -728,7 +785,8 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
         {8, 64, 8, 1, 16384, 128, false, 2},  {1, 32, 8, 1, 32768, 128, true, 32},
         {32, 32, 8, 1, 4096, 128, true, 1},   {64, 32, 32, 1, 2048, 128, true, 1},
         {1, 32, 8, 4, 32768, 128, false, 16}, {8, 64, 8, 4, 16384, 128, false, 2},
-        {1, 32, 8, 32, 32768, 128, false, 4}, {1, 16, 1, 1, 4096, 512, false, 32},
+        {1, 32, 8, 32, 32768, 128, false, 16, FMHA_KERNEL_HOPPER},
+        {1, 16, 1, 1, 4096, 512, false, 32},
         {1, 16, 1, 1, 16384, 512, false, 64}, {8, 128, 1, 1, 16384, 512, false, 2},
         {32, 128, 1, 1, 4096, 512, false, 1}};
     for (const Row &r : rows) {
@@ -758,7 +816,7 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
         INFO("B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " T" << r.seqlen_q
                  << " S" << r.seqlen_k << " hd" << hd << (r.paged ? " paged" : "") << ": "
                  << i.kernel_name);
-        REQUIRE(i.kernel_family == FMHA_KERNEL_DECODE);
+        REQUIRE(i.kernel_family == r.family);
         CHECK(i.num_splits == r.splits);
     }
 }

@@ -288,8 +288,9 @@ Agreement agreement(const ServingHost &h, const Outputs &a, const Outputs &b) {
 
 TEST_CASE("split-KV: every split count agrees with the reference and with no split",
           "[gpu][serving][split]") {
-    // Split-KV is the decode kernel's: these runs ask for DECODE (and AUTO and
-    // PORTABLE) whatever FMHA_TEST_KERNEL says.
+    // These runs ask for DECODE, on sm_90 HOPPER too (it splits when asked,
+    // and declines paged caches as fmha.h says), and AUTO and PORTABLE,
+    // whatever FMHA_TEST_KERNEL says.
     FMHA_SERVING_PROLOGUE();
     Stats st;
     for (const ServingCase &c : split_suite()) {
@@ -305,6 +306,13 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             runs.push_back(run_serving(data, FMHA_KERNEL_DECODE, s));
             record("split", c, runs.back(), st);
         }
+        if (current_device_sm() == 90)
+            for (int32_t s : split_counts()) {
+                if (st.aborted) break;
+                ServingRun r = run_serving(data, FMHA_KERNEL_HOPPER, s);
+                record("split", c, r, st);
+                if (!r.unsupported) runs.push_back(std::move(r));
+            }
         // AUTO with an explicit split count takes the decode kernel (run_serving
         // checks the plan's family); PORTABLE cannot split: NOT_SUPPORTED.
         for (auto fk : {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE}) {

@@ -684,7 +684,7 @@ const char *documented_unsupported(const fmha_descriptor &d) {
     if (d.kernel == FMHA_KERNEL_PORTABLE && d.head_dim == 512)
         return "fmha.h: head_dim 512 runs on the decode kernel";
     if (d.kernel == FMHA_KERNEL_PORTABLE && d.num_splits >= 2)
-        return "fmha.h: num_splits >= 2 is for the decode kernel only";
+        return "fmha.h: num_splits >= 2 is for the decode and Hopper kernels";
     if (d.kernel == FMHA_KERNEL_HOPPER)
         return "an explicitly requested Hopper kernel may decline a problem";
     return nullptr;
@@ -1291,12 +1291,13 @@ std::vector<ServingCase> sanitize_suite() {
         c.k_lens = {100, 100};
         v.push_back(c);
     }
-    {  // short GQA queries (Hopper: 4 query heads per tile), seqused_k
+    {  // short GQA queries (Hopper: 4 query heads per tile), seqused_k, 2 splits
         ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 2);
         c.q_lens = {20, 20};
-        c.k_lens = {150, 150};
-        c.seqused = {150, 61};
+        c.k_lens = {300, 300};
+        c.seqused = {300, 61};
         c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.num_splits = 2;
         v.push_back(c);
     }
     return seeded(v, 26000);

@@ -1,0 +1,62 @@
+#include "split_kv.h"
+
+#include "fwd_params.h"
+#include "plan.h"
+
+namespace fmha {
+
+SplitWorkspace split_workspace(const Problem &p, int splits) {
+    SplitWorkspace w;
+    if (splits <= 1) return w;
+    const uint64_t rows = uint64_t(p.q_rows()) * p.num_q_heads * splits;
+    w.partial_o_bytes = (rows * p.head_dim_v * sizeof(float) + 255) / 256 * 256;
+    w.partial_lse_bytes = (rows * sizeof(float) + 255) / 256 * 256;
+    return w;
+}
+
+SplitPartials split_partials(const Problem &p, int splits, void *workspace) {
+    SplitPartials parts;
+    if (splits <= 1) return parts;
+    parts.o = static_cast<float *>(workspace);
+    parts.lse = reinterpret_cast<float *>(static_cast<char *>(workspace) +
+                                          split_workspace(p, splits).partial_o_bytes);
+    return parts;
+}
+
+const char *split_combine_kernel_name(fmha_dtype dtype) {
+    return dtype == FMHA_DTYPE_BF16 ? "fmha_combine_splits_bf16" : "fmha_combine_splits_fp16";
+}
+
+fmha_status launch_split_combine(const fmha_plan &plan, const fmha_tensors &t,
+                                 const SplitPartials &parts, int splits, const FwdParams &fwd,
+                                 CUstream stream) {
+    const Problem &p = plan.problem;
+    // Packed (varlen) rows are one batch of total_q rows.
+    SplitCombineParams cp{};
+    CombineShape &sh = cp.shape;
+    const int64_t heads = p.num_q_heads, d = p.head_dim_v, q_rows = p.q_rows();
+    const int64_t batch = p.varlen_q ? 1 : p.batch;
+    const int64_t seqlen = p.varlen_q ? p.total_q : p.seqlen_q;
+    cp.o_parts = parts.o;
+    cp.lse_parts = parts.lse;
+    cp.o_part_step = q_rows * heads * d;
+    cp.lse_part_step = heads * q_rows;
+    sh.part_stride = {seqlen * heads * d, heads * d, d};
+    sh.lse_part_stride = {seqlen, 1, q_rows};
+    sh.o = t.o;
+    sh.o_stride = {p.o.batch, p.o.seq, p.o.head};
+    sh.lse = p.write_lse ? t.lse : nullptr;
+    sh.lse_stride = {fwd.lse_batch_stride, 1, fwd.lse_head_stride};
+    sh.sinks = p.sinks ? t.sinks : nullptr;
+    sh.row_limit = p.varlen_q ? t.cu_seqlens_q + p.batch : nullptr;
+    sh.rows = batch * seqlen;
+    sh.seqlen = static_cast<int32_t>(seqlen);
+    sh.heads = static_cast<int32_t>(heads);
+    sh.head_dim = static_cast<int32_t>(d);
+    sh.num_parts = splits;
+    const unsigned blocks = static_cast<unsigned>(sh.rows * heads);  // one CTA per (row, head)
+    return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 1, 1,
+                            kCombineThreads, 0, stream, &cp, plan.choice.combine_kernel_name);
+}
+
+}  // namespace fmha

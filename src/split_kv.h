@@ -1,0 +1,40 @@
+// Split-KV partial results shared by the kernels that split the keys (decode
+// and Hopper): the workspace layout of the fp32 partials and the launch of the
+// combine kernel that merges them into O and LSE.
+#pragma once
+#include <cuda.h>
+
+#include "kernels/params.h"
+#include "problem.h"
+
+struct fmha_plan;
+
+namespace fmha {
+
+// Partial O: fp32 [split][q_rows][num_q_heads][head_dim_v]; partial LSE:
+// fp32 [split][num_q_heads][q_rows], each 256-byte aligned in the workspace.
+struct SplitWorkspace {
+    uint64_t partial_o_bytes = 0, partial_lse_bytes = 0;
+    uint64_t total() const { return partial_o_bytes + partial_lse_bytes; }
+};
+
+SplitWorkspace split_workspace(const Problem &p, int splits);
+
+// Where the partials of a run go inside `workspace`.
+struct SplitPartials {
+    float *o = nullptr;
+    float *lse = nullptr;
+};
+SplitPartials split_partials(const Problem &p, int splits, void *workspace);
+
+// The combine kernel's name for the problem's output dtype.
+const char *split_combine_kernel_name(fmha_dtype dtype);
+
+// Launches the plan's combine kernel (a programmatic dependent of the kernel
+// that wrote the partials) over every (row, head). `fwd` gives the LSE
+// strides of the output.
+fmha_status launch_split_combine(const fmha_plan &plan, const fmha_tensors &t,
+                                 const SplitPartials &parts, int splits, const FwdParams &fwd,
+                                 CUstream stream);
+
+}  // namespace fmha

@@ -773,11 +773,11 @@ ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num
                  ", not decode, for head_dim 512 / num_splits >= 2";
         else if (info.num_splits < 1)
             pp = "num_splits " + std::to_string(info.num_splits) + " < 1";
-        else if (info.kernel_family == FMHA_KERNEL_DECODE && num_splits >= 1 &&
-                 info.num_splits != num_splits)
+        else if (info.kernel_family != FMHA_KERNEL_PORTABLE && num_splits >= 1 &&
+                 info.num_splits != num_splits)  // decode and Hopper split as asked
             pp = "num_splits " + std::to_string(info.num_splits) + " for a request of exactly " +
                  std::to_string(num_splits);
-        else if (info.kernel_family != FMHA_KERNEL_DECODE && info.num_splits != 1)
+        else if (info.kernel_family == FMHA_KERNEL_PORTABLE && info.num_splits != 1)
             pp = "num_splits " + std::to_string(info.num_splits) + " on a kernel that cannot split";
         else if (info.workspace_bytes != uint64_t(ws_bytes))
             pp = "workspace_bytes " + std::to_string(info.workspace_bytes) +

@@ -60,10 +60,18 @@ constexpr long long kSm90WideKeysFrom = 4096;
 //    separate O buffer, so short ones (persistent grid) keep 128.
 //  - hd256: 80 keys per tile, so S = Q·Kᵀ (m64n80, both operands from shared
 //    memory) stays under the shared-memory bandwidth that m64n64 saturates.
+// FMHA_SM90_TUNE_WIDE_{KEYS,STAGES} override hd128's wide tile for tuning runs only.
+#if defined(FMHA_SM90_TUNE_WIDE_KEYS) && defined(FMHA_SM90_TUNE_WIDE_STAGES)
+constexpr Sm90Tile kSm90WideTile{128, FMHA_SM90_TUNE_WIDE_KEYS, 2, FMHA_SM90_TUNE_WIDE_STAGES,
+                                 128, false, 0};
+#else
+constexpr Sm90Tile kSm90WideTile{128, 192, 2, 2, 128, false, 0};
+#endif
+
 FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, bool wide_keys) {
     return head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
          : head_dim == 64  ? Sm90Tile{192, 128, 3, 2, 64, true, 192 * 64 * 2}
-         : head_dim == 128 && wide_keys ? Sm90Tile{128, 192, 2, 2, 128, false, 0}
+         : head_dim == 128 && wide_keys ? kSm90WideTile
                                         : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
 }
 

@@ -45,8 +45,7 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     f.seqused_k = p.seqused_k ? t.seqused_k : nullptr;
     f.block_table = p.paged_kv ? t.block_table : nullptr;
     f.page_size = p.paged_kv ? p.page_size : 0;
-    f.page_div_magic = p.page_div_magic;  // derived at plan time
-    f.page_div_shift = p.page_div_shift;
+    f.page_div = p.page_div;  // derived at plan time
     f.max_pages_per_seq = static_cast<int32_t>(p.max_pages_per_seq);
     f.num_pages = static_cast<int32_t>(p.num_pages);
     f.mask = p.mask;

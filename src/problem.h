@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "fmha/fmha.h"
+#include "kernels/fast_divide.h"
 
 namespace fmha {
 
@@ -33,8 +34,7 @@ struct Problem {
     int32_t page_size = 0;
     // key index / page_size on the device (kernels/fast_divide.h), derived
     // once here rather than per run.
-    uint32_t page_div_magic = 0;
-    int32_t page_div_shift = 0;
+    FastDivide page_div{0u, 0};
     int32_t num_splits = 0;      // as requested: 0 automatic
 
     // True when every sequence has seqlen_q queries and seqlen_k keys in

@@ -86,9 +86,7 @@ fmha_status read_layout_fields(const fmha_descriptor &d, Problem *p) {
     p->total_k = p->varlen_k && !p->paged_kv ? d.total_k : 0;
     p->page_size = d.page_size;
     if (p->paged_kv) {
-        const FastDivide page_div = make_fast_divide(d.page_size);
-        p->page_div_magic = page_div.magic;
-        p->page_div_shift = page_div.shift;
+        p->page_div = make_fast_divide(d.page_size);
     }
     p->num_pages = d.num_pages;
     p->max_pages_per_seq = d.max_pages_per_seq;

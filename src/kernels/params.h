@@ -3,6 +3,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "kernels/fast_divide.h"
+
 namespace fmha {
 
 struct TensorStrides {
@@ -43,8 +45,7 @@ struct FwdParams {
     const int32_t *seqused_k;     // [batch]: key counts, overriding the above
     const int32_t *block_table;   // [batch][max_pages_per_seq]: page of each key block
     int32_t page_size;
-    uint32_t page_div_magic;      // key index / page_size (kernels/fast_divide.h)
-    int32_t page_div_shift;
+    FastDivide page_div;          // key index / page_size
     int32_t max_pages_per_seq;
     int32_t num_pages;
     int32_t mask;                 // fmha_mask

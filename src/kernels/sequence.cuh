@@ -120,7 +120,7 @@ __device__ __forceinline__ KvRows<T> kv_rows(const FwdParams &p, const void *ptr
     r.seq_stride = st.seq;
     r.page_stride = st.batch;
     r.page_size = p.page_size;
-    r.page_div = FastDivide{p.page_div_magic, p.page_div_shift};
+    r.page_div = p.page_div;
     r.num_pages = p.num_pages;
     if (p.block_table != nullptr) {
         r.table = p.block_table + int64_t(b) * p.max_pages_per_seq;

@@ -219,16 +219,9 @@ __device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
     return idx / params.tiles_per_split;
 }
 
-// The key tiles [begin, end) of a query block's n_tiles that split `split` takes.
-struct KeyTiles {
-    int begin, end;
-    __device__ __forceinline__ int count() const { return end - begin; }
-};
 __device__ __forceinline__ KeyTiles split_key_tiles(const Sm90Params &params, int n_tiles,
                                                     int split) {
-    const int per = (n_tiles + params.num_splits - 1) / params.num_splits;
-    const int begin = min(n_tiles, split * per);
-    return KeyTiles{begin, min(n_tiles, begin + per)};
+    return sm90_split_key_tiles(n_tiles, split, params.num_splits);
 }
 
 // Tile rows of a sequence: its query positions times the packed heads.

@@ -36,4 +36,18 @@ FMHA_HOST_DEVICE inline TileCoord sm90_tile_coord(int idx, int num_m_blocks, int
     return TileCoord{num_m_blocks - 1 - m_rank, bh % num_q_heads, bh / num_q_heads};
 }
 
+// Split-KV: the key tiles [begin, end) of a query block's n_tiles that split
+// `split` of `num_splits` takes: equal runs in order, the last ones shorter or
+// empty (an empty split writes a partial with no key, LSE -inf).
+struct KeyTiles {
+    int begin, end;
+    FMHA_HOST_DEVICE int count() const { return end - begin; }
+};
+
+FMHA_HOST_DEVICE inline KeyTiles sm90_split_key_tiles(int n_tiles, int split, int num_splits) {
+    const int per = (n_tiles + num_splits - 1) / num_splits;
+    const int begin = split * per < n_tiles ? split * per : n_tiles;
+    return KeyTiles{begin, begin + per < n_tiles ? begin + per : n_tiles};
+}
+
 }  // namespace fmha

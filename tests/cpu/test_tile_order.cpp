@@ -1,7 +1,8 @@
 // The Hopper kernel's tile orders (src/kernels/tile_order.h): every order
 // must visit each (query block, head, batch) exactly once, or a persistent
 // CTA would skip or repeat a tile with nothing on the GPU to notice but the
-// numerical tests.
+// numerical tests; and the splits of a query block's key tiles must cover
+// them exactly once, in order.
 #include <vector>
 
 #include "fmha_catch.h"
@@ -45,4 +46,26 @@ TEST_CASE("Hopper tile orders visit every tile once, longest blocks first", "[cp
             CHECK(repeated == 0);
         }
     }
+}
+
+TEST_CASE("Hopper split-KV: the splits cover a block's key tiles once, in order",
+          "[cpu][tile-order]") {
+    for (int n_tiles : {0, 1, 2, 3, 7, 16, 43, 171, 1000})
+        for (int splits : {1, 2, 3, 5, 16, 33, 128}) {
+            INFO("n_tiles " << n_tiles << " num_splits " << splits);
+            int next = 0, longest = 0, nonempty = 0;
+            for (int s = 0; s < splits; ++s) {
+                const fmha::KeyTiles k = fmha::sm90_split_key_tiles(n_tiles, s, splits);
+                REQUIRE(k.count() >= 0);
+                if (k.count() == 0) continue;
+                CHECK(k.begin == next);  // contiguous, in split order
+                next = k.end;
+                longest = k.count() > longest ? k.count() : longest;
+                ++nonempty;
+            }
+            CHECK(next == n_tiles);
+            // The longest split sets the time: no more than ceil(n / splits).
+            CHECK(longest == (n_tiles + splits - 1) / splits);
+            CHECK(nonempty <= splits);
+        }
 }

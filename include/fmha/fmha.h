@@ -411,7 +411,7 @@ FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version);
  *  several streams, each run with its own workspace (runs in flight must not
  *  share one). Errors in the arguments are reported before anything is
  *  enqueued; kernel faults surface as usual on the stream. On sm_90 the
- *  decode kernel and its split combine use programmatic dependent launch:
+ *  decode kernel and the split-KV combine use programmatic dependent launch:
  *  they may be scheduled while the previous work in `stream` drains, wait
  *  for it to complete before touching memory, and let a following kernel
  *  launched the same way be scheduled early (stream order is kept). */

@@ -581,7 +581,8 @@ def attention_with_kvcache(
             cache); ``"top_left"``; ``False`` for no mask.
         softmax_scale, window, softcap, sinks: as in :func:`attention_varlen`.
         num_splits: split-KV parts: 0 automatic, 1 off, 2..128 exactly
-            (the decode kernel splits long caches across SMs).
+            (the decode kernel, and on sm_90 the Hopper kernel for queries
+            of up to 256 tokens, split long caches across SMs).
         return_lse: also return the float32 LSE, ``[batch, num_q_heads,
             seqlen_q]`` (packed queries: ``[num_q_heads, total_q]``).
         kernel: ``"auto"``, ``"portable"``, ``"hopper"`` or ``"decode"``.

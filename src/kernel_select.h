@@ -40,8 +40,9 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
 // Per-family configuration, in launch_<family>.cpp.
 fmha_status portable_configure(const Problem &p, KernelChoice *out);
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
-// Query heads the Hopper kernel packs into one M tile with their KV head's
-// other query heads (1: none; launch_sm90.cpp says when).
+// Tile rows per query position when the Hopper kernel packs the query heads
+// of a KV head into one M tile: their count rounded up to a power of two (1:
+// no packing; launch_sm90.cpp says when).
 int64_t sm90_packed_heads(const Problem &p);
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // True when AUTO should use the decode kernel: few query rows per KV head,

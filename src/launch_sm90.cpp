@@ -19,9 +19,9 @@ namespace {
 
 // Packing pays while a query is short enough that its rows alone would leave
 // most of a 128-row M tile empty, and K/V would be read once per query head.
-// The TMA box takes 64 / group positions per warpgroup, so the group must be
-// a power of two up to 64; packed (varlen) Q is stored row by row and keeps
-// one head per tile.
+// The TMA box takes 64 / P positions per warpgroup for the group padded to a
+// power of two P, so groups up to 64; packed (varlen) Q is stored row by row
+// and keeps one head per tile.
 constexpr int64_t kSm90PackMaxQueryLen = 256;
 
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys) {
@@ -46,6 +46,11 @@ int32_t log2_of(int64_t power_of_two) {
     int32_t s = 0;
     while ((int64_t(1) << s) < power_of_two) ++s;
     return s;
+}
+
+// Heads the tiles walk: KV heads when their query heads are packed.
+int64_t sm90_tile_heads(const Problem &p) {
+    return sm90_packed_heads(p) > 1 ? p.num_kv_heads : p.num_q_heads;
 }
 
 // Query blocks per (batch, tile head): the packed heads' rows together.
@@ -88,9 +93,12 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     const int64_t q_batch = p.varlen_q ? 1 : p.batch;
     const int64_t k_rows = p.varlen_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
     const int64_t k_batch = p.varlen_k ? 1 : p.batch;
-    const int64_t group = sm90_packed_heads(p);
+    // Packed: each KV head's query heads, boxes as wide as their power of two.
+    const int64_t box_group = sm90_packed_heads(p);
+    const int64_t group = box_group > 1 ? p.num_q_heads / p.num_kv_heads : 1;
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows,
-                                       p.num_q_heads, q_batch, p.q, group, c.tile_m, "q"));
+                                       p.num_q_heads, q_batch, p.q, group, box_group, c.tile_m,
+                                       "q"));
     FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_rows, p.num_kv_heads,
                                k_batch, p.k, c.tile_n, "k"));
     FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_rows,
@@ -98,11 +106,11 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
-                                       p.num_q_heads, q_batch, p.o, group, 64, "o"));
+                                       p.num_q_heads, q_batch, p.o, group, box_group, 64, "o"));
     params.fwd = make_fwd_params(p, t, c.tile_m);
     params.fwd.num_m_blocks = static_cast<int32_t>(sm90_m_blocks(p, c.tile_m));
-    params.group_shift = log2_of(group);
-    params.tile_heads = static_cast<int32_t>(p.num_q_heads / group);
+    params.group_shift = log2_of(box_group);
+    params.tile_heads = static_cast<int32_t>(sm90_tile_heads(p));
     const int64_t tiles_per_split =
         int64_t(params.fwd.num_m_blocks) * params.tile_heads * params.fwd.batch;
     const int64_t tiles = tiles_per_split * c.num_splits;
@@ -143,10 +151,10 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
 
 int64_t sm90_packed_heads(const Problem &p) {
     const int64_t group = p.num_q_heads / p.num_kv_heads;
-    const bool power_of_two = (group & (group - 1)) == 0;
-    if (group < 2 || group > 64 || !power_of_two || p.varlen_q || p.seqlen_q > kSm90PackMaxQueryLen)
-        return 1;
-    return group;
+    if (group < 2 || group > 64 || p.varlen_q || p.seqlen_q > kSm90PackMaxQueryLen) return 1;
+    int64_t padded = 2;
+    while (padded < group) padded *= 2;
+    return padded;
 }
 
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
@@ -172,7 +180,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     // seqlen_k is the longest sequence's key count under varlen.
     const bool wide_keys = d == 128 && p.seqlen_k >= kSm90WideKeysFrom;
     const Sm90Tile tile = sm90_tile(d, wide_keys);
-    const int64_t tiles = sm90_m_blocks(p, tile.block_m) * (p.num_q_heads / sm90_packed_heads(p)) * p.batch;
+    const int64_t tiles = sm90_m_blocks(p, tile.block_m) * sm90_tile_heads(p) * p.batch;
     const int splits = p.num_splits > 0 ? p.num_splits : sm90_auto_splits(p, dev, tile, tiles);
     if (tiles * splits > INT_MAX)
         return fail(FMHA_STATUS_NOT_SUPPORTED,

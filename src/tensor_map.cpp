@@ -60,12 +60,13 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
 fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
                                       const void *base, int64_t dim, int64_t seqlen,
                                       int64_t heads, int64_t batch, const fmha_strides &strides,
-                                      int64_t group, int box_rows, const char *name) {
+                                      int64_t group, int64_t box_group, int box_rows,
+                                      const char *name) {
     const Extent outer[4] = {{group, strides.head},
                              {seqlen, strides.seq},
                              {heads / group, strides.head * group},
                              {batch, strides.batch}};
-    const cuuint32_t box[5] = {64, cuuint32_t(group), cuuint32_t(box_rows / group), 1, 1};
+    const cuuint32_t box[5] = {64, cuuint32_t(box_group), cuuint32_t(box_rows / box_group), 1, 1};
     return encode(drv, map, dtype, base, dim, 5, outer, box, strides, name);
 }
 

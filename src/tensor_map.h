@@ -18,12 +18,15 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
 
 // The same tensor as 5-D dims (dim, group, seq, heads / group, batch): the
 // heads come in groups of `group` (the query heads of one KV head), and a
-// box of `box_rows` rows takes box_rows / group positions of one group with
-// its heads innermost, so box row r is position r / group, head r % group.
-// group == 1 describes the 4-D layout above with one more dimension.
+// box of `box_rows` rows takes box_rows / box_group positions of one group
+// with box_group >= group heads innermost, so box row r is position
+// r / box_group, head r % box_group; heads past the group read as zeros and
+// are not written. group == box_group == 1 describes the 4-D layout above
+// with one more dimension.
 fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
                                       const void *base, int64_t dim, int64_t seqlen,
                                       int64_t heads, int64_t batch, const fmha_strides &strides,
-                                      int64_t group, int box_rows, const char *name);
+                                      int64_t group, int64_t box_group, int box_rows,
+                                      const char *name);
 
 }  // namespace fmha

@@ -11,7 +11,8 @@
 // 128-byte swizzle and writes it with a TMA store clipped at the tensor edge.
 // For short queries the host may pack the query heads of one KV head into the
 // M tile (Sm90Params::group_shift): Q and O boxes then take those heads'
-// rows together, and K/V are read once per KV head instead of once per head.
+// rows together (padded to a power of two), and K/V are read once per KV head
+// instead of once per head.
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"
@@ -215,6 +216,20 @@ __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
                            p.batch, params.head_group);
 }
 
+// Packed tiles: query head of tile row `row`, or -1 for a row that pads the
+// group to a power of two (zero Q; computed, never stored).
+__device__ __forceinline__ int head_of_row(const Sm90Params &params, const Tile &tile, int row) {
+    if (params.group_shift == 0) return tile.head;
+    const int group = params.fwd.q_heads_per_kv;
+    const int g = row & ((1 << params.group_shift) - 1);
+    return g < group ? tile.head * group + g : -1;
+}
+
+// The KV head a tile reads: tiles walk KV heads when query heads are packed.
+__device__ __forceinline__ int kv_head_of(const Sm90Params &params, const Tile &tile) {
+    return params.group_shift > 0 ? tile.head : tile.head / params.fwd.q_heads_per_kv;
+}
+
 __device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
     return idx / params.tiles_per_split;
 }
@@ -286,7 +301,7 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         const Sequence seq = sequence_of(params.fwd, tile.batch);
         const int m0 = tile.m_block * BM;
         if (m0 >= tile_rows(seq, shift)) continue;  // past a shorter sequence of a varlen batch
-        const int kv_head = (tile.head << shift) / params.fwd.q_heads_per_kv;
+        const int kv_head = kv_head_of(params, tile);
         const KeyTiles keys =
             split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split_of(params, idx));
         const int q_row = static_cast<int>(seq.q_row0) + (m0 >> shift);
@@ -375,8 +390,8 @@ __device__ __forceinline__ void store_partials(const Sm90Params &params,
     for (int half = 0; half < 2; ++half) {
         const int row = row_base + 8 * half;
         const int pos = row >> shift;
-        if (pos >= seq.len_q) continue;
-        const int head = (tile.head << shift) + (row & ((1 << shift) - 1));
+        const int head = head_of_row(params, tile, row);
+        if (pos >= seq.len_q || head < 0) continue;
         const int64_t q_row = p.cu_seqlens_q != nullptr ? seq.q_row0 + pos
                                                         : int64_t(tile.batch) * p.seqlen_q + pos;
         const int64_t part_row = (int64_t(split) * params.q_rows + q_row) * p.num_q_heads + head;
@@ -460,8 +475,8 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
         for (int r = 0; r < 2; ++r) {
             const int row = row_base + 8 * r;
             const int pos = row >> shift;
-            const int head = (tile.head << shift) + (row & ((1 << shift) - 1));
-            if (pos < seq.len_q)
+            const int head = head_of_row(params, tile, row);
+            if (pos < seq.len_q && head >= 0)
                 p.lse[tile.batch * p.lse_batch_stride + head * p.lse_head_stride +
                       seq.q_row0 + pos] = lse[r];
         }

@@ -122,20 +122,23 @@ struct alignas(64) TmaDescriptor {
 };
 
 // Tensor maps address every (batch, head) slice: K and V as dims (dim, seq,
-// head, batch), Q and O as (dim, group, seq, head / group, batch) with
-// group = 2^group_shift (src/tensor_map.h).
+// head, batch), Q and O as (dim, group, seq, head / group, batch) with the
+// group of packed query heads (1 unpacked) and boxes 2^group_shift wide in it
+// (src/tensor_map.h).
 struct Sm90Params {
     TmaDescriptor q, k, v, o;
     FwdParams fwd;
     int32_t total_tiles;  // query blocks x tile heads x batch x splits
     int32_t persistent;   // 1: gridDim.x CTAs loop over the tiles; 0: one tile per CTA
     int32_t head_group;   // 0: each (batch, head)'s blocks in turn; G: G heads' blocks, longest first
-    // Query heads of one KV head packed into the M tile: 2^group_shift of them
-    // (0: none). Row r of a packed tile is query position r >> group_shift of
-    // head (tile head << group_shift) + r % 2^group_shift, so a short query
-    // (decode of a few tokens) fills the tile and K/V are read once per group.
+    // The query heads of one KV head packed into the M tile, their count
+    // padded to 2^group_shift (0: none). Row r of a packed tile is query
+    // position r >> group_shift of head tile_head * q_heads_per_kv + g, g = r
+    // % 2^group_shift, or padding when g >= q_heads_per_kv (zero Q, never
+    // stored), so a short query (decode of a few tokens) fills the tile and
+    // K/V are read once per KV head.
     int32_t group_shift;
-    int32_t tile_heads;   // heads the tiles walk: num_q_heads >> group_shift
+    int32_t tile_heads;   // heads the tiles walk: KV heads when packed, else query heads
     // Split-KV: total_tiles = tiles_per_split x num_splits; split s takes its
     // share of each query block's key tiles and writes normalized fp32 O and
     // the LSE to the partials (layout in src/split_kv.h), which the combine

@@ -539,12 +539,13 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Shape {
-        int64_t heads, kv_heads, sq, packed;  // packed: heads per tile expected
+        int64_t heads, kv_heads, sq, packed;  // packed: tile rows per query position expected
     };
-    // Powers of two up to 64 heads per KV head, queries up to 256 positions;
-    // otherwise one head per tile.
-    const Shape shapes[] = {{32, 8, 32, 4}, {64, 8, 17, 8}, {64, 1, 256, 64}, {8, 8, 32, 1},
-                            {12, 4, 32, 1}, {128, 1, 32, 1}, {32, 8, 257, 1}};
+    // Up to 64 heads per KV head, padded to a power of two, queries up to 256
+    // positions; otherwise one head per tile.
+    const Shape shapes[] = {{32, 8, 32, 4},  {64, 8, 17, 8},   {64, 1, 256, 64}, {8, 8, 32, 1},
+                            {12, 4, 32, 4},  {40, 8, 32, 8},   {28, 4, 100, 8},  {96, 2, 5, 64},
+                            {128, 1, 32, 1}, {32, 8, 257, 1}};
     for (const Shape &sh : shapes)
         for (int64_t hd : {64, 128, 256}) {
             Fake &f = fresh_fake(90);
@@ -568,20 +569,23 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
             REQUIRE(after.tensor_maps == before + 4);
             const fake_cuda_tensor_map &q = after.maps[before % FAKE_CUDA_MAP_RING];
             const fake_cuda_tensor_map &o = after.maps[(before + 3) % FAKE_CUDA_MAP_RING];
-            // Q and O: (dim, heads per tile, positions, tile heads, batch).
+            // Q and O: (dim, group, positions, tile heads, batch), the box as
+            // wide as the group's power of two.
+            const int64_t group = sh.packed > 1 ? sh.heads / sh.kv_heads : 1;
+            const int64_t tile_heads = sh.packed > 1 ? sh.kv_heads : sh.heads;
             for (const fake_cuda_tensor_map *m : {&q, &o}) {
                 REQUIRE(m->rank == 5u);
-                CHECK(m->dims[1] == (unsigned long long)sh.packed);
+                CHECK(m->dims[1] == (unsigned long long)group);
                 CHECK(m->dims[2] == (unsigned long long)sh.sq);
-                CHECK(m->dims[3] == (unsigned long long)(sh.heads / sh.packed));
+                CHECK(m->dims[3] == (unsigned long long)tile_heads);
                 CHECK(m->box[1] == unsigned(sh.packed));
             }
             CHECK(q.box[2] * q.box[1] == unsigned(i.tile_m));
             CHECK(o.box[2] * o.box[1] == 64u);
             fake_cuda_launch l;
             REQUIRE(f.last_launch(&l) == 1);
-            const long long tiles = (sh.sq * sh.packed + i.tile_m - 1) / i.tile_m *
-                                    (sh.heads / sh.packed) * d.batch;
+            const long long tiles =
+                (sh.sq * sh.packed + i.tile_m - 1) / i.tile_m * tile_heads * d.batch;
             CHECK((long long)l.grid[0] == tiles);  // 3000 keys: one CTA per tile
         }
 }

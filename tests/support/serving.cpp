@@ -1067,7 +1067,7 @@ std::vector<ServingCase> packed_heads_suite() {
     std::vector<ServingCase> v;
     const int64_t Ts[] = {1, 3, 16, 32, 100, 256};
     const int64_t head_dims[] = {64, 128, 256};
-    const int groups[] = {2, 4, 8, 16};
+    const int groups[] = {2, 4, 8, 16, 3, 5, 6, 7};  // 3-7: padded to 4 or 8 rows per position
     const fmha_mask masks[] = {FMHA_MASK_CAUSAL_BOTTOM_RIGHT, FMHA_MASK_NONE,
                                FMHA_MASK_CAUSAL_TOP_LEFT};
     // 4100 keys take hd128's wide key tile.
@@ -1076,7 +1076,7 @@ std::vector<ServingCase> packed_heads_suite() {
     for (int64_t T : Ts)
         for (int64_t hd : head_dims) {
             std::mt19937_64 rng(case_seed(base_seed(), 23500 + uint64_t(idx)));
-            const int group = groups[idx % 4];
+            const int group = groups[idx % 8];
             const int64_t kv_heads = 1 + idx % 2;
             ServingCase c = shape(kDtypes[idx % 2], hd, group * kv_heads, kv_heads);
             c.mask = masks[idx % 3];
@@ -1101,6 +1101,14 @@ std::vector<ServingCase> packed_heads_suite() {
         ServingCase c = shape(FMHA_DTYPE_BF16, 128, 64, 1);
         c.q_lens = {5, 5};
         c.k_lens = {900, 900};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // 48 query heads per KV head, padded to 64 rows per position
+        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 96, 2);
+        c.q_lens = {3};
+        c.k_lens = {1300};
+        c.seqused = {1001};
         c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         v.push_back(c);
     }

@@ -20,8 +20,8 @@ namespace {
 // Packing pays while a query is short enough that its rows alone would leave
 // most of a 128-row M tile empty, and K/V would be read once per query head.
 // The TMA box takes 64 / P positions per warpgroup for the group padded to a
-// power of two P, so groups up to 64; packed (varlen) Q is stored row by row
-// and keeps one head per tile.
+// power of two P, so groups up to 64. Packed (varlen) Q packs the same way;
+// its rows are stored row by row.
 constexpr int64_t kSm90PackMaxQueryLen = 256;
 
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys) {
@@ -151,7 +151,7 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
 
 int64_t sm90_packed_heads(const Problem &p) {
     const int64_t group = p.num_q_heads / p.num_kv_heads;
-    if (group < 2 || group > 64 || p.varlen_q || p.seqlen_q > kSm90PackMaxQueryLen) return 1;
+    if (group < 2 || group > 64 || p.seqlen_q > kSm90PackMaxQueryLen) return 1;
     int64_t padded = 2;
     while (padded < group) padded *= 2;
     return padded;

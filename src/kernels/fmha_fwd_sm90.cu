@@ -454,19 +454,21 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
             if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
         }
     } else {
-        // Packed rows: the tile's rows past the sequence belong to the next
-        // one, so store row by row (16-byte chunks) instead of a TMA box.
-        // (The host packs no query heads here: row r is position r.)
+        // Packed (varlen) rows: the tile's rows past the sequence belong to
+        // the next one, so store row by row (16-byte chunks) instead of a TMA
+        // box; row r is position r >> shift of its head.
         ptx::named_barrier_sync(1 + consumer, 128);
         using T = typename Elem<kBf16>::T;
-        T *o_seq = static_cast<T *>(p.o) + (seq.q_row0 + first_row) * p.o_stride.seq +
-                   int64_t(tile.head) * p.o_stride.head;
+        T *o_seq = static_cast<T *>(p.o) + seq.q_row0 * p.o_stride.seq;
         constexpr int kChunks = Cfg::D / 8;
         for (int idx = tid; idx < 64 * kChunks; idx += 128) {
             const int r = idx / kChunks, c = idx % kChunks;
-            if (first_row + r >= seq.len_q) continue;
+            const int pos = (first_row + r) >> shift;
+            const int head = head_of_row(params, tile, first_row + r);
+            if (pos >= seq.len_q || head < 0) continue;
             const uint8_t *src = o_mine + (c / 8) * BM * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4);
-            *reinterpret_cast<uint4 *>(o_seq + int64_t(r) * p.o_stride.seq + c * 8) =
+            *reinterpret_cast<uint4 *>(o_seq + int64_t(pos) * p.o_stride.seq +
+                                       int64_t(head) * p.o_stride.head + c * 8) =
                 *reinterpret_cast<const uint4 *>(src);
         }
     }

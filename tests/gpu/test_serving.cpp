@@ -231,8 +231,9 @@ TEST_CASE("decode: seqlen_q x head_dim x GQA ratio, causal bottom-right",
 // ---------------------------------------------------------------------------
 // Short GQA queries on the Hopper kernel, which packs the query heads of one
 // KV head into its M tile (groups of 2 to 64, powers of two and padded ones,
-// queries of 1 to 256 positions, causal both ways and none, seqused_k, every
-// layout). Run on HOPPER whatever FMHA_TEST_KERNEL says, and on AUTO.
+// queries of 1 to 256 positions, dense and packed (varlen), causal both ways
+// and none, seqused_k, every layout). Run on HOPPER whatever
+// FMHA_TEST_KERNEL says, and on AUTO.
 
 TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
           "[gpu][serving][packed-heads]") {

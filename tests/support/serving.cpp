@@ -1104,6 +1104,26 @@ std::vector<ServingCase> packed_heads_suite() {
         c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         v.push_back(c);
     }
+    {  // packed (varlen) Q over a dense cache with seqused_k: 4 heads per tile
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 32, 8);
+        c.varlen_q = true;
+        c.q_lens = {32, 17, 0, 5};
+        c.extra_q_rows = 3;
+        c.k_lens = {2000, 2000, 2000, 2000};
+        c.seqused = {2000, 40, 700, 1};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // packed Q over packed K, 6 heads per KV head (padded to 8)
+        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 12, 2);
+        c.varlen_q = true;
+        c.q_lens = {100, 1, 64};
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {300, 4100, 64};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
     {  // 48 query heads per KV head, padded to 64 rows per position
         ServingCase c = shape(FMHA_DTYPE_FP16, 64, 96, 2);
         c.q_lens = {3};

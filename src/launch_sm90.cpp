@@ -99,10 +99,15 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows,
                                        p.num_q_heads, q_batch, p.q, group, box_group, c.tile_m,
                                        "q"));
-    FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_rows, p.num_kv_heads,
-                               k_batch, p.k, c.tile_n, "k"));
-    FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_rows,
-                               p.num_kv_heads, k_batch, p.v, c.tile_n, "v"));
+    // A paged pool is mapped as (dim, row in page, head, page), read in
+    // boxes of a page chunk; a contiguous cache in boxes of a key tile.
+    const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
+    const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
+    const int k_box_rows = p.paged_kv ? sm90_paged_chunk_rows(p.page_size, c.tile_n) : c.tile_n;
+    FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_map_rows,
+                               p.num_kv_heads, k_map_outer, p.k, k_box_rows, "k"));
+    FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_map_rows,
+                               p.num_kv_heads, k_map_outer, p.v, k_box_rows, "v"));
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
@@ -123,6 +128,10 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     params.partial_o = parts.o;
     params.partial_lse = parts.lse;
     params.q_rows = p.q_rows();
+    if (p.paged_kv) {
+        params.paged_chunk_rows = k_box_rows;
+        params.paged_chunks = c.tile_n / k_box_rows;
+    }
     const unsigned ctas = static_cast<unsigned>(
         params.persistent && tiles > plan.num_sms ? plan.num_sms : tiles);
     FMHA_TRY(launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
@@ -158,19 +167,17 @@ int64_t sm90_packed_heads(const Problem &p) {
 }
 
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
-    if (p.paged_kv)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the Hopper kernel does not yet read a paged KV cache (the portable and "
-                    "decode kernels do)");
     if (p.head_dim == 512)
         return fail(FMHA_STATUS_NOT_SUPPORTED, "head_dim 512 runs on the decode kernel");
     if (p.has_window() || p.softcap > 0.0f || p.sinks)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel does not yet do sliding windows, softcap or sinks (the "
                     "portable kernel does)");
-    const int64_t q_batch = p.varlen_q ? 1 : p.batch, k_batch = p.varlen_k ? 1 : p.batch;
+    // K/V as TMA sees them: a pool of pages, packed rows, or batch x seqlen_k.
+    const int64_t q_batch = p.varlen_q ? 1 : p.batch;
+    const int64_t k_batch = p.paged_kv ? p.num_pages : p.varlen_k ? 1 : p.batch;
     const int64_t q_rows = p.varlen_q ? p.total_q : p.seqlen_q;
-    const int64_t k_rows = p.varlen_k ? p.total_k : p.seqlen_k;
+    const int64_t k_rows = p.paged_kv ? p.page_size : p.varlen_k ? p.total_k : p.seqlen_k;
     if (broadcasts(p.q, q_rows, p.num_q_heads, q_batch) ||
         broadcasts(p.k, k_rows, p.num_kv_heads, k_batch) ||
         broadcasts(p.v, k_rows, p.num_kv_heads, k_batch))
@@ -180,6 +187,12 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     // seqlen_k is the longest sequence's key count under varlen.
     const bool wide_keys = d == 128 && p.seqlen_k >= kSm90WideKeysFrom;
     const Sm90Tile tile = sm90_tile(d, wide_keys);
+    if (p.paged_kv && sm90_paged_chunk_rows(p.page_size, tile.block_n) == 0)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.page_size is %d: the Hopper kernel reads pages in TMA boxes of "
+                    "16, 32 or 64 rows that divide both the page and its %d-key tile (the "
+                    "decode and portable kernels read any page size)",
+                    p.page_size, tile.block_n);
     const int64_t tiles = sm90_m_blocks(p, tile.block_m) * sm90_tile_heads(p) * p.batch;
     const int splits = p.num_splits > 0 ? p.num_splits : sm90_auto_splits(p, dev, tile, tiles);
     if (tiles * splits > INT_MAX)

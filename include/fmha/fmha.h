@@ -141,7 +141,8 @@ typedef enum fmha_kernel_family {
     FMHA_KERNEL_PORTABLE = 1,
     /** The Hopper TMA + wgmma kernel (sm_90 devices only). Queries of up to
      *  256 positions get the query heads of a KV head packed into one tile
-     *  (2-64 of them, a power of two), and their keys may be split. */
+     *  (2-64 of them, padded to a power of two), and their keys may be
+     *  split. Reads a paged KV cache whose page_size is a multiple of 16. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for short
@@ -205,8 +206,9 @@ typedef struct fmha_strides {
  *  block_table[b * max_pages_per_seq + j / page_size] (fmha_tensors.
  *  block_table, int32, row-major [batch, max_pages_per_seq]). Key counts
  *  come from seqused_k, cu_seqlens_k or seqlen_k, in that order. Contract:
- *  every entry a sequence uses is in [0, num_pages); the kernels clamp an
- *  entry outside that range into it (no fault, but a wrong result), and
+ *  every entry a sequence uses is in [0, num_pages); the decode and
+ *  portable kernels clamp an entry outside that range into it and the
+ *  Hopper kernel reads zeros for it (no fault, but a wrong result), and
  *  fmha_check_block_table checks a host copy. */
 #define FMHA_FLAG_PAGED_KV 0x20u
 

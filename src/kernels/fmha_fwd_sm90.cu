@@ -12,7 +12,9 @@
 // For short queries the host may pack the query heads of one KV head into the
 // M tile (Sm90Params::group_shift): Q and O boxes then take those heads'
 // rows together (padded to a power of two), and K/V are read once per KV head
-// instead of once per head.
+// instead of once per head. A paged KV cache is read in TMA boxes of whole
+// page chunks, one per lane of the producer warp (block table looked up by
+// the lanes).
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"
@@ -286,13 +288,61 @@ struct Smem {
     }
 };
 
-// One thread issues every TMA load of the CTA's tiles.
+// Paged caches: where lane `lane` of the producer warp reads its chunk of key
+// tile j. The chunk's rows divide both the page and the key tile, so a chunk
+// never straddles pages. Chunks past the sequence's last page re-read that
+// page: their keys are masked and their V rows zeroed (zero_v_tail). A table
+// entry outside the pool reads as zeros (TMA bounds), never faults.
+struct PagedChunk {
+    int row;   // in its page
+    int page;  // block-table entry
+};
+
 template <typename Cfg>
-__device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg> &sm) {
+__device__ __forceinline__ PagedChunk paged_chunk(const Sm90Params &params, const Sequence &seq,
+                                                  int batch, int j, int lane) {
+    const FwdParams &p = params.fwd;
+    const int key = j * Cfg::BN + lane * params.paged_chunk_rows;
+    const int block = fast_divide(key, p.page_div);
+    const int last_block = fast_divide(max(seq.len_k - 1, 0), p.page_div);
+    const int32_t *table = p.block_table + int64_t(batch) * p.max_pages_per_seq;
+    return {key - block * p.page_size, __ldg(table + min(block, last_block))};
+}
+
+// Loads one K or V stage: `leader` arms the stage's barrier with the tile's
+// bytes, then a contiguous tile is one box per 64 columns (leader), a paged
+// one one box per 64 columns of each lane's chunk.
+template <typename Cfg, bool kPaged>
+__device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const TmaDescriptor *map,
+                                              uint8_t *stage, uint64_t *full, bool leader,
+                                              int k_row, int kv_head, int kb,
+                                              const PagedChunk &chunk, bool loads_chunk,
+                                              int lane) {
+    if (leader) ptx::mbarrier_arrive_expect_tx(full, Cfg::kKVBytes);
+    if constexpr (kPaged) {
+        __syncwarp();
+        if (loads_chunk)
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_4d(stage + b * Cfg::BN * 128 + lane * params.paged_chunk_rows * 128,
+                                 map, full, b * 64, chunk.row, kv_head, chunk.page);
+    } else {
+        for (int b = 0; b < Cfg::kBoxes; ++b)
+            ptx::tma_load_4d(stage + b * Cfg::BN * 128, map, full, b * 64, k_row, kv_head, kb);
+    }
+}
+
+// Issues every TMA load of the CTA's tiles: one thread for contiguous K/V
+// (lane 0), the whole warp for a paged cache (every lane walks the same
+// loop and barriers; lane 0 loads Q and arms the barriers).
+template <typename Cfg, bool kPaged>
+__device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg> &sm, int lane) {
     constexpr int BM = Cfg::BM, BN = Cfg::BN, kStages = Cfg::kStages;
-    ptx::prefetch_tensor_map(&params.q);
-    ptx::prefetch_tensor_map(&params.k);
-    ptx::prefetch_tensor_map(&params.v);
+    const bool leader = lane == 0;
+    if (leader) {
+        ptx::prefetch_tensor_map(&params.q);
+        ptx::prefetch_tensor_map(&params.k);
+        ptx::prefetch_tensor_map(&params.v);
+    }
     const int shift = params.group_shift;
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
@@ -310,23 +360,26 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         const int kb = k_batch_coord(params.fwd, tile.batch);
         if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
         ++q_iter;
-        ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
-        for (int b = 0; b < Cfg::kBoxes; ++b)
-            ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, 0, q_row,
-                             tile.head, qb);
+        if (leader) {
+            ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, 0, q_row,
+                                 tile.head, qb);
+        }
         for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;
             const int use = kv_iter / kStages;
+            // K and V share the block table: one lookup per lane serves both.
+            const bool loads_chunk = kPaged && lane < params.paged_chunks;
+            PagedChunk chunk{0, 0};
+            if (loads_chunk) chunk = paged_chunk<Cfg>(params, seq, tile.batch, j, lane);
+            const int k_row = k_row0 + j * BN;
             if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
-            ptx::mbarrier_arrive_expect_tx(&sm.full_k[s], Cfg::kKVBytes);
-            for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_load_4d(sm.k + s * Cfg::kKVBytes + b * BN * 128, &params.k, &sm.full_k[s],
-                                 b * 64, k_row0 + j * BN, kv_head, kb);
+            load_kv_stage<Cfg, kPaged>(params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s],
+                                       leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
             if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
-            ptx::mbarrier_arrive_expect_tx(&sm.full_v[s], Cfg::kKVBytes);
-            for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_load_4d(sm.v + s * Cfg::kKVBytes + b * BN * 128, &params.v, &sm.full_v[s],
-                                 b * 64, k_row0 + j * BN, kv_head, kb);
+            load_kv_stage<Cfg, kPaged>(params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s],
+                                       leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
         }
     }
 }
@@ -570,9 +623,11 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int it_last = kv_iter + n_tiles - 1;
             const int s_last = it_last % kStages;
             ptx::mbarrier_wait(&sm.full_v[s_last], (it_last / kStages) & 1);
-            // Only lengths from cu_seqlens_k / seqused_k stop inside a tensor.
+            // Only lengths from cu_seqlens_k / seqused_k stop inside a tensor;
+            // a page's rows past the sequence hold whatever the cache has.
             const int tail_keys = seq.len_k - (n0 + (n_tiles - 1) * BN);
-            if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr))
+            if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
+                                   p.block_table != nullptr))
                 zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, consumer, tid);
             turns.mine();
             issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes);
@@ -635,7 +690,11 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-        if (threadIdx.x == 0) produce<Cfg>(params, sm);
+        if (params.paged_chunks > 0) {
+            if (threadIdx.x < 32) produce<Cfg, true>(params, sm, threadIdx.x);
+        } else if (threadIdx.x == 0) {
+            produce<Cfg, false>(params, sm, 0);
+        }
     } else {
         ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
         consume<kBf16, Cfg>(params, sm, warpgroup - 1, threadIdx.x % 128);

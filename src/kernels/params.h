@@ -148,6 +148,12 @@ struct Sm90Params {
     float *partial_o;
     float *partial_lse;
     int64_t q_rows;
+    // Paged KV cache: K/V maps are (dim, row in page, KV head, page) and each
+    // key tile is read as paged_chunks boxes of paged_chunk_rows rows (a
+    // divisor of both the page and the key tile), one per producer lane.
+    // 0: contiguous K/V.
+    int32_t paged_chunk_rows;
+    int32_t paged_chunks;
 };
 
 }  // namespace fmha

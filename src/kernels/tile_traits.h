@@ -75,6 +75,16 @@ FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, bool wide_keys) {
                                         : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
 }
 
+// Paged KV on the Hopper kernel: rows per TMA box of a page, the largest of
+// 64, 32 and 16 that divides both the page and the key tile (a box never
+// straddles pages, and keeps the 1024-byte swizzle alignment), or 0 when
+// none does (pages of 1 or 8 rows: the decode and portable kernels).
+FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n) {
+    for (int rows = 64; rows >= 16; rows /= 2)
+        if (page_size % rows == 0 && block_n % rows == 0) return rows;
+    return 0;
+}
+
 FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim) {
     return 128 * (1 + sm90_tile(head_dim, false).consumers);
 }

@@ -643,6 +643,76 @@ TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few
     }
 }
 
+TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head, page)",
+          "[cpu][fake-driver][run]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Shape {
+        int64_t hd, sk;
+        int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: Hopper declines)
+    };
+    // Key tiles: hd64 and hd128 128 keys, hd128 from 4096 keys 192, hd256 80.
+    const Shape shapes[] = {{128, 3000, 16, 16}, {128, 3000, 64, 64},   {128, 3000, 256, 64},
+                            {128, 5000, 128, 64}, {128, 5000, 48, 16},  {64, 3000, 32, 32},
+                            {256, 3000, 64, 16}, {96, 3000, 16, 16},    {128, 3000, 8, 0},
+                            {128, 3000, 1, 0},   {128, 3000, 24, 0}};
+    for (const Shape &sh : shapes) {
+        Fake &f = fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, sh.hd, Layout::BSHD, 32, sh.sk);
+        d.num_q_heads = 8;
+        d.num_kv_heads = 2;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, d.batch, 32, 8, sh.hd).strides;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+        d.page_size = sh.page_size;
+        d.max_pages_per_seq = (sh.sk + sh.page_size - 1) / sh.page_size;
+        d.num_pages = d.batch * d.max_pages_per_seq + 3;
+        REQUIRE(fmha_strides_bshd(&d.k_strides, sh.page_size, 2, sh.hd) == FMHA_STATUS_SUCCESS);
+        d.v_strides = d.k_strides;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        d.num_splits = 1;
+        INFO("hd " << sh.hd << " sk " << sh.sk << " page " << sh.page_size);
+        Plan plan;
+        const fmha_status cst = create(plan, d);
+        INFO(fmha_last_error_message());
+        if (sh.chunk == 0) {
+            CHECK(cst == FMHA_STATUS_NOT_SUPPORTED);
+            CHECK(std::string(fmha_last_error_message()).find("page_size is " +
+                                                              std::to_string(sh.page_size)) !=
+                  std::string::npos);
+            d.kernel = FMHA_KERNEL_AUTO;  // the decode or portable kernel reads it
+            Plan fallback;
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(fallback, d));
+            CHECK(info_of(fallback.p).kernel_family != FMHA_KERNEL_HOPPER);
+            continue;
+        }
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, cst);
+        fmha_tensors t = fake_tensors();
+        t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
+        t.seqused_k = reinterpret_cast<const int32_t *>(g_fake_memory + 1792);
+        const int before = f.stats().tensor_maps;
+        f.set_in_run(1);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+        f.set_in_run(0);
+        const fake_cuda_stats after = f.stats();
+        CHECK(after.calls_in_run_not_allowed == 0);
+        REQUIRE(after.tensor_maps == before + 4);
+        for (int m = 1; m <= 2; ++m) {  // K and V: the pool of pages, one chunk per box
+            const fake_cuda_tensor_map &kv = after.maps[(before + m) % FAKE_CUDA_MAP_RING];
+            REQUIRE(kv.rank == 4u);
+            CHECK(kv.dims[1] == (unsigned long long)sh.page_size);
+            CHECK(kv.dims[2] == 2u);
+            CHECK(kv.dims[3] == (unsigned long long)d.num_pages);
+            CHECK(kv.box[0] == 64u);
+            CHECK(kv.box[1] == unsigned(sh.chunk));
+        }
+        // AUTO: 4 heads x 32 positions per KV head pack into the Hopper kernel.
+        d.kernel = FMHA_KERNEL_AUTO;
+        Plan autop;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(autop, d));
+        CHECK(info_of(autop.p).kernel_family == FMHA_KERNEL_HOPPER);
+    }
+}
+
 TEST_CASE("fake driver: broadcast inputs fall back from the Hopper kernel", "[cpu][fake-driver]") {
     fresh_fake(90);
     fmha_descriptor d = make_desc();

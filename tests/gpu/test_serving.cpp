@@ -251,6 +251,45 @@ TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
 }
 
 // ---------------------------------------------------------------------------
+// Paged KV caches on the Hopper kernel: pages of 16 to 256 rows (and 48) read
+// in TMA boxes of page chunks, under prefill and decode shapes, packed heads
+// and splits; HOPPER and AUTO whatever FMHA_TEST_KERNEL says. Pages of 8 rows
+// are declined by HOPPER (NOT_SUPPORTED naming page_size) and run on AUTO.
+
+TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
+          "[gpu][serving][paged-hopper]") {
+    FMHA_REQUIRE_GPU();
+    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    Stats st;
+    for (const ServingCase &c : paged_hopper_suite()) {
+        if (!selected(c.name())) continue;
+        check_host_block_table(c);
+        run_families("paged hopper", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
+    }
+    finish("paged hopper", st);
+    CHECK(st.unsupported == 0);
+    int hopper_runs = 0;
+    for (const auto &k : st.kernels)
+        if (k.first.find("fmha_fwd_sm90_") == 0) hopper_runs += k.second;
+    CHECK(hopper_runs >= st.cases);
+
+    ServingCase small = paged_hopper_suite()[0];
+    small.page_size = 8;
+    small.k_lens = {3008, 72, 16, 320};
+    INFO(small.name());
+    ServingData data(small);
+    data.ref64();
+    const ServingRun declined = run_serving(data, FMHA_KERNEL_HOPPER, 0);
+    INFO(declined.summary(small));
+    CHECK(declined.status == FMHA_STATUS_NOT_SUPPORTED);
+    CHECK(declined.error.find("page_size is 8") != std::string::npos);
+    const ServingRun fallback = run_serving(data, FMHA_KERNEL_AUTO, 0);
+    INFO(fallback.summary(small));
+    CHECK(fallback.passed());
+    CHECK(fallback.kernel_family != FMHA_KERNEL_HOPPER);
+}
+
+// ---------------------------------------------------------------------------
 // Split-KV on the decode kernel.
 
 namespace {
@@ -290,7 +329,7 @@ Agreement agreement(const ServingHost &h, const Outputs &a, const Outputs &b) {
 TEST_CASE("split-KV: every split count agrees with the reference and with no split",
           "[gpu][serving][split]") {
     // These runs ask for DECODE, on sm_90 HOPPER too (it splits when asked,
-    // and declines paged caches as fmha.h says), and AUTO and PORTABLE,
+    // paged caches included), and AUTO and PORTABLE,
     // whatever FMHA_TEST_KERNEL says.
     FMHA_SERVING_PROLOGUE();
     Stats st;

@@ -1135,6 +1135,95 @@ std::vector<ServingCase> packed_heads_suite() {
     return seeded(v, 23000);
 }
 
+std::vector<ServingCase> paged_hopper_suite() {
+    std::vector<ServingCase> v;
+    {  // chunked prefill: packed Q against shuffled 16-row pages, seqused_k, an empty sequence
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 2);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.varlen_q = true;
+        c.q_lens = {1000, 64, 0, 300};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.seqused = {3000, 64, 10, 301};
+        c.k_lens = {3010, 70, 16, 320};
+        c.extra_q_rows = 2;
+        v.push_back(c);
+    }
+    {  // dense prefill, 64-row pages laid out [page, head, row, dim], no mask
+        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 4, 4);
+        c.q_lens = {300, 300};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 64;
+        c.k_lens = {2000, 2000};
+        c.layout = Layout::BHSD;
+        v.push_back(c);
+    }
+    {  // decode of 32 tokens, 4 query heads per KV head packed, the wide 192-key tile
+       // in 12 chunks of 16 rows, ragged seqused_k, automatic split
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 32, 8);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.q_lens = {32};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.k_lens = {5000};
+        c.seqused = {4133};
+        v.push_back(c);
+    }
+    {  // 256-row pages under the wide tile (64-row chunks), varlen Q, 8 heads per KV head
+        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 16, 2);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.varlen_q = true;
+        c.q_lens = {4, 1, 7};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 256;
+        c.seqused = {4500, 257, 4100};
+        c.k_lens = {4600, 300, 4100};
+        c.layout = Layout::SLICED;
+        v.push_back(c);
+    }
+    {  // hd256's 80-key tile in 16-row chunks of 32-row pages, 2 heads per KV head
+        ServingCase c = shape(FMHA_DTYPE_BF16, 256, 4, 2);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.q_lens = {16, 16};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 32;
+        c.k_lens = {1500, 1500};
+        c.seqused = {1500, 333};
+        v.push_back(c);
+    }
+    {  // hd96 over 48-row pages (not a power of two: 16-row chunks), causal top-left
+        ServingCase c = shape(FMHA_DTYPE_FP16, 96, 6, 3);
+        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+        c.q_lens = {100, 100};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 48;
+        c.k_lens = {700, 700};
+        v.push_back(c);
+    }
+    {  // 128-row pages with key counts from cu_seqlens_k (no seqused), varlen Q, MQA
+        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 1);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.varlen_q = true;
+        c.q_lens = {17, 200, 1};
+        c.keys = KeyLayout::PAGED;
+        c.cu_seqlens_k = true;
+        c.page_size = 128;
+        c.k_lens = {1000, 2500, 129};
+        v.push_back(c);
+    }
+    {  // a long prefill of one sequence: persistent grid, 32-row pages, hd64
+        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 2, 1);
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.q_lens = {1500};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 32;
+        c.k_lens = {1800};
+        c.extra_pages = 7;
+        v.push_back(c);
+    }
+    return seeded(v, 24000);
+}
+
 std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
 
 std::vector<ServingCase> split_suite() {
@@ -1326,6 +1415,17 @@ std::vector<ServingCase> sanitize_suite() {
         c.seqused = {300, 61};
         c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         c.num_splits = 2;
+        v.push_back(c);
+    }
+    {  // Hopper: a paged cache read in TMA page chunks (16 rows), varlen Q, packed heads
+        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 8, 2);
+        c.varlen_q = true;
+        c.q_lens = {24, 0, 5};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.seqused = {400, 20, 37};
+        c.k_lens = {410, 20, 48};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         v.push_back(c);
     }
     return seeded(v, 26000);

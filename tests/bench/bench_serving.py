@@ -10,6 +10,7 @@ where it can run the problem.
 Sections (--only decode,paged,...):
   decode    T=1 bf16 hd128 GQA decode, contiguous KV cache, vs cuDNN SDPA (TB/s)
   paged     the same rows with a paged KV cache (pages 16 and 64, shuffled) vs contiguous
+  paged-t   the paged rows at T=32 query tokens (causal bottom-right) vs contiguous
   decode-t  T=4 and T=32 query tokens, causal bottom-right, vs cuDNN SDPA with that mask
   hd512     MQA decode with head_dim 512 (cuDNN: n/a where it refuses)
   varlen    ragged prefill (16384 tokens) vs dense prefill of the mean length (TFLOP/s)
@@ -55,7 +56,7 @@ F: Any = None
 fmha: Any = None
 DEVICE = "cuda"
 
-SECTIONS = ("decode", "paged", "decode-t", "hd512", "varlen")
+SECTIONS = ("decode", "paged", "paged-t", "decode-t", "hd512", "varlen")
 
 # (batch, num_q_heads, num_kv_heads, seqlen_k) of the decode rows (shared/notes/anchors.md).
 DECODE_ROWS: List[Tuple[int, int, int, int]] = [
@@ -71,6 +72,7 @@ DECODE_ANCHOR_CUDNN = {(1, 32, 8, 32768): 2.20, (8, 32, 8, 8192): 3.25, (32, 32,
 HEAD_DIM = 128
 PAGE_SIZES = (16, 64)
 DECODE_T = (4, 32)
+PAGED_T = 32  # query tokens of the paged-t section (speculative / multi-token decode)
 VARLEN_TOTAL = 16384
 VARLEN_MIN, VARLEN_MAX = 256, 4096
 VARLEN_SEED = 20261201
@@ -326,13 +328,14 @@ def api_check() -> Tuple[int, int]:
         problems.append((f"kvcache {decode_label(b, hq, hkv, s, d)} T{t}", kv))
     for b, hq, hkv, s in paged_rows(False):
         for page in PAGE_SIZES:
-            def pg(b=b, hq=hq, hkv=hkv, s=s, page=page) -> Any:
-                pages = b * (s // page)
-                a, kw = kvcache_args(T((b, 1, hq, HEAD_DIM)), T((pages, page, hkv, HEAD_DIM)),
-                                     T((pages, page, hkv, HEAD_DIM)), T((b,), "<i4"),
-                                     block_table=T((b, s // page), "<i4"))
-                return dk(*a, **kw, out=T((b, 1, hq, HEAD_DIM)))
-            problems.append((f"paged {decode_label(b, hq, hkv, s)} page {page}", pg))
+            for t in (1, PAGED_T):
+                def pg(b=b, hq=hq, hkv=hkv, s=s, page=page, t=t) -> Any:
+                    pages = b * (s // page)
+                    a, kw = kvcache_args(T((b, t, hq, HEAD_DIM)), T((pages, page, hkv, HEAD_DIM)),
+                                         T((pages, page, hkv, HEAD_DIM)), T((b,), "<i4"),
+                                         block_table=T((b, s // page), "<i4"))
+                    return dk(*a, **kw, out=T((b, t, hq, HEAD_DIM)))
+                problems.append((f"paged {decode_label(b, hq, hkv, s)} page {page} T{t}", pg))
     lengths = ragged_lengths(VARLEN_TOTAL, VARLEN_MIN, VARLEN_MAX, VARLEN_SEED)
     n, dense_s = len(lengths), round(VARLEN_TOTAL / len(lengths))
     for hq, hkv, causal in varlen_rows(False):
@@ -794,19 +797,20 @@ def section_decode(ctx: Ctx) -> Table:
     return tab
 
 
-def paged_row(ctx: Ctx, tab: Table, b: int, hq: int, hkv: int, s: int) -> None:
-    """One decode shape: libfmha contiguous, then paged with each page size, same values."""
+def paged_row(ctx: Ctx, tab: Table, b: int, hq: int, hkv: int, s: int, t: int = 1) -> None:
+    """One decode shape of t query tokens (causal bottom-right): libfmha contiguous, then
+    paged with each page size, same values."""
     label = decode_label(b, hq, hkv, s)
-    nbytes = kv_decode_bytes(b, 1, hq, hkv, s, HEAD_DIM)
-    torch.manual_seed(b * 7919 + s)
-    q = randn(b, 1, hq, HEAD_DIM)
+    nbytes = kv_decode_bytes(b, t, hq, hkv, s, HEAD_DIM)
+    torch.manual_seed(b * 7919 + s + t)
+    q = randn(b, t, hq, HEAD_DIM)
     k, v = randn(b, s, hkv, HEAD_DIM), randn(b, s, hkv, HEAD_DIM)
     seqlens = torch.full((b,), s, dtype=torch.int32, device=DEVICE)
 
     def contig() -> Any:
         return fmha_kvcache(q, k, v, seqlens)
-    out_c, _ = call_and_get_kernel(contig)
-    ref = reference(q, k, v, False)
+    out_c, kernel_c = call_and_get_kernel(contig)
+    ref = reference(q, k, v, t > 1)
     err_c = rel_err(out_c, ref)
     contig_ms = ctx.timer.time_ms(contig)
     for page in PAGE_SIZES:
@@ -832,9 +836,11 @@ def paged_row(ctx: Ctx, tab: Table, b: int, hq: int, hkv: int, s: int) -> None:
             k_pages = v_pages = None
             bw_c, bw_p = tbps(nbytes, contig_ms), tbps(nbytes, paged_ms)
             rat = ratio(bw_p, bw_c)
-            tab.add([label, str(page), fmt(contig_ms * 1e3, ".1f"), fmt(bw_c), fmt(paged_ms * 1e3, ".1f"),
-                     fmt(bw_p), fmt(rat, ".3f"), ctx.err(err), f"{diff:.4f}",
-                     ctx.bar(ratio_bar(rat, BAR_PAGED_RATIO)), kernel])
+            row = [label, str(page), fmt(contig_ms * 1e3, ".1f"), fmt(bw_c), fmt(paged_ms * 1e3, ".1f"),
+                   fmt(bw_p), fmt(rat, ".3f"), ctx.err(err), f"{diff:.4f}"]
+            # The bar is on T=1; multi-token rows report both kernels instead.
+            row += [ctx.bar(ratio_bar(rat, BAR_PAGED_RATIO)), kernel] if t == 1 else [kernel, kernel_c]
+            tab.add(row)
         except Exception as exc:
             ctx.errors += 1
             tab.error(f"{label} page {page}", exc)
@@ -856,6 +862,25 @@ def section_paged(ctx: Ctx) -> Table:
         torch.cuda.empty_cache()
     tab.note("err: vs float32 reference (worst of paged and contiguous); vs contig: paged output vs contiguous "
              "output; the contiguous figures repeat on each page size of a row (one measurement)")
+    return tab
+
+
+def section_paged_t(ctx: Ctx) -> Table:
+    tab = Table(f"paged-t: bf16, T={PAGED_T} query tokens, causal bottom-right, D={HEAD_DIM}, shuffled pages; "
+                "libfmha paged vs libfmha contiguous (reported, no bar)",
+                [("problem", 22), ("page", 4), ("contig us", 9), ("contig TB/s", 11), ("paged us", 8),
+                 ("paged TB/s", 10), ("paged/contig", 12), ("err", 7), ("vs contig", 9), ("kernel paged", 30),
+                 ("kernel contig", 30)])
+    tab.header()
+    for b, hq, hkv, s in paged_rows(ctx.args.quick):
+        try:
+            paged_row(ctx, tab, b, hq, hkv, s, PAGED_T)
+        except Exception as exc:
+            ctx.errors += 1
+            tab.error(f"{decode_label(b, hq, hkv, s)} T{PAGED_T}", exc)
+        torch.cuda.empty_cache()
+    tab.note("TB/s = bytes of K, V, Q and O / time; err: vs float32 reference (worst of paged and contiguous); "
+             "vs contig: paged output vs contiguous output")
     return tab
 
 
@@ -964,7 +989,8 @@ def section_varlen(ctx: Ctx) -> Table:
     return tab
 
 
-SECTION_FUNCS = {"decode": section_decode, "paged": section_paged, "decode-t": section_decode_t,
+SECTION_FUNCS = {"decode": section_decode, "paged": section_paged, "paged-t": section_paged_t,
+                 "decode-t": section_decode_t,
                  "hd512": section_hd512, "varlen": section_varlen}
 
 

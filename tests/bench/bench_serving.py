@@ -14,6 +14,8 @@ Sections (--only decode,paged,...):
   decode-t  T=4 and T=32 query tokens, causal bottom-right, vs cuDNN SDPA with that mask
   hd512     MQA decode with head_dim 512 (cuDNN: n/a where it refuses)
   varlen    ragged prefill (16384 tokens) vs dense prefill of the mean length (TFLOP/s)
+  chunked   the same ragged prompts as varlen Q against a KV cache holding them (causal):
+            paged cache (pages 16 and 64, shuffled) vs contiguous cache (TFLOP/s)
 
 Timing: every timed run is preceded by an L2 flush and a GPU spin (torch.cuda._sleep) long enough to cover the host cost
 of the call, so the events measure GPU time only and not Python overhead.
@@ -56,7 +58,7 @@ F: Any = None
 fmha: Any = None
 DEVICE = "cuda"
 
-SECTIONS = ("decode", "paged", "paged-t", "decode-t", "hd512", "varlen")
+SECTIONS = ("decode", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked")
 
 # (batch, num_q_heads, num_kv_heads, seqlen_k) of the decode rows (shared/notes/anchors.md).
 DECODE_ROWS: List[Tuple[int, int, int, int]] = [
@@ -989,9 +991,82 @@ def section_varlen(ctx: Ctx) -> Table:
     return tab
 
 
+def section_chunked(ctx: Ctx) -> Table:
+    lengths = ragged_lengths(VARLEN_TOTAL, VARLEN_MIN, VARLEN_MAX, VARLEN_SEED)
+    n, max_len = len(lengths), max(lengths)
+    tab = Table(f"chunked: bf16 prefill of {VARLEN_TOTAL} tokens in {n} ragged prompts (varlen Q, the varlen "
+                f"lengths) against a KV cache holding them, causal, D={HEAD_DIM}; paged (shuffled) vs contiguous "
+                "cache, TFLOP/s (reported, no bar)",
+                [("problem", 22), ("page", 4), ("contig ms", 9), ("contig TFLOP/s", 14), ("paged ms", 8),
+                 ("paged TFLOP/s", 13), ("paged/contig", 12), ("err", 7), ("vs contig", 9), ("kernel paged", 30),
+                 ("kernel contig", 30)])
+    tab.header()
+    cu_list = cumulative(lengths)
+    kw: Dict[str, Any] = {"causal": True}
+    if KERNEL != "auto":
+        kw["kernel"] = KERNEL
+    for hq, hkv, _ in varlen_rows(ctx.args.quick)[::2]:
+        label = f"H{hq}/{hkv} causal"
+        try:
+            torch.manual_seed(hq * 977 + hkv)
+            q = randn(VARLEN_TOTAL, hq, HEAD_DIM)
+            k, v = randn(VARLEN_TOTAL, hkv, HEAD_DIM), randn(VARLEN_TOTAL, hkv, HEAD_DIM)
+            cu = torch.tensor(cu_list, dtype=torch.int32, device=DEVICE)
+            seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+            cap = (max_len + 255) // 256 * 256  # a whole number of pages of every size
+            kc = torch.zeros((n, cap, hkv, HEAD_DIM), dtype=k.dtype, device=DEVICE)
+            vc = torch.zeros_like(kc)
+            for b, (a, e) in enumerate(zip(cu_list[:-1], cu_list[1:])):
+                kc[b, :e - a], vc[b, :e - a] = k[a:e], v[a:e]
+
+            def contig() -> Any:
+                return fmha.attention_with_kvcache(q, kc, vc, seqlens, cu_seqlens_q=cu, max_seqlen_q=max_len, **kw)
+            out_c, kernel_c = call_and_get_kernel(contig)
+            torch.cuda.synchronize()
+            err_c = 0.0
+            for a, e in zip(cu_list[:-1], cu_list[1:]):
+                ref = reference(q[None, a:e], k[None, a:e], v[None, a:e], True)
+                err_c = max(err_c, rel_err(out_c[None, a:e], ref))
+                del ref
+            contig_ms = ctx.timer.time_ms(contig)
+            flops = sum(attention_flops(1, hq, HEAD_DIM, visible_pairs(L, L, "top_left")) for L in lengths)
+            for page in PAGE_SIZES:
+                pps = cap // page
+                table = torch.tensor(shuffled_block_table(n, pps, seed=hq * 7 + page), dtype=torch.int32,
+                                     device=DEVICE)
+                idx = table.flatten().long()
+                k_pages = torch.empty((n * pps, page, hkv, HEAD_DIM), dtype=k.dtype, device=DEVICE)
+                v_pages = torch.empty_like(k_pages)
+                k_pages[idx] = kc.reshape(n * pps, page, hkv, HEAD_DIM)
+                v_pages[idx] = vc.reshape(n * pps, page, hkv, HEAD_DIM)
+
+                def paged(k_pages: Any = k_pages, v_pages: Any = v_pages, table: Any = table) -> Any:
+                    return fmha.attention_with_kvcache(q, k_pages, v_pages, seqlens, block_table=table,
+                                                       cu_seqlens_q=cu, max_seqlen_q=max_len, **kw)
+                out_p, kernel_p = call_and_get_kernel(paged)
+                diff = rel_err(out_p, out_c.float())
+                err = err_c + diff  # the paged output's distance to the reference is at most this
+                out_p = None
+                paged_ms = ctx.timer.time_ms(paged)
+                paged = None  # type: ignore[assignment]
+                k_pages = v_pages = None
+                tc, tp = tflops(flops, contig_ms), tflops(flops, paged_ms)
+                tab.add([label, str(page), fmt(contig_ms, ".3f"), fmt(tc, ".1f"), fmt(paged_ms, ".3f"),
+                         fmt(tp, ".1f"), fmt(ratio(tp, tc), ".3f"), ctx.err(err), f"{diff:.4f}", kernel_p, kernel_c])
+                torch.cuda.empty_cache()
+        except Exception as exc:
+            ctx.errors += 1
+            tab.error(label, exc)
+        torch.cuda.empty_cache()
+    tab.note("FLOPs: 4*D*Hq per visible (query, key) pair, causal per prompt; err: contiguous output vs float32 "
+             "reference plus paged vs contiguous (an upper bound of the paged error); the contiguous figures "
+             "repeat on each page size (one measurement)")
+    return tab
+
+
 SECTION_FUNCS = {"decode": section_decode, "paged": section_paged, "paged-t": section_paged_t,
-                 "decode-t": section_decode_t,
-                 "hd512": section_hd512, "varlen": section_varlen}
+                 "decode-t": section_decode_t, "hd512": section_hd512, "varlen": section_varlen,
+                 "chunked": section_chunked}
 
 
 def git_head() -> str:

@@ -79,8 +79,12 @@ FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, bool wide_keys) {
 // 64, 32 and 16 that divides both the page and the key tile (a box never
 // straddles pages, and keeps the 1024-byte swizzle alignment), or 0 when
 // none does (pages of 1 or 8 rows: the decode and portable kernels).
+// FMHA_SM90_TUNE_PAGED_CHUNK_MAX caps the chunk for tuning runs only.
+#ifndef FMHA_SM90_TUNE_PAGED_CHUNK_MAX
+#define FMHA_SM90_TUNE_PAGED_CHUNK_MAX 64
+#endif
 FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n) {
-    for (int rows = 64; rows >= 16; rows /= 2)
+    for (int rows = FMHA_SM90_TUNE_PAGED_CHUNK_MAX; rows >= 16; rows /= 2)
         if (page_size % rows == 0 && block_n % rows == 0) return rows;
     return 0;
 }

@@ -24,17 +24,23 @@ namespace {
 // its rows are stored row by row.
 constexpr int64_t kSm90PackMaxQueryLen = 256;
 
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys) {
-    const bool bf16 = dtype == FMHA_DTYPE_BF16;
-    switch (head_dim) {
-    case 64: return bf16 ? "fmha_fwd_sm90_bf16_hd64" : "fmha_fwd_sm90_fp16_hd64";
-    case 96: return bf16 ? "fmha_fwd_sm90_bf16_hd96" : "fmha_fwd_sm90_fp16_hd96";
-    case 128:
-        if (wide_keys) return bf16 ? "fmha_fwd_sm90_bf16_hd128_wide" : "fmha_fwd_sm90_fp16_hd128_wide";
-        return bf16 ? "fmha_fwd_sm90_bf16_hd128" : "fmha_fwd_sm90_fp16_hd128";
-    case 256: return bf16 ? "fmha_fwd_sm90_bf16_hd256" : "fmha_fwd_sm90_fp16_hd256";
-    }
-    return nullptr;
+// Entry points of fmha_fwd_sm90.cu: [bf16][head dim][wide][score modifiers].
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys, bool score_mods) {
+    static const char *const kNames[2][4][2][2] = {
+        {{{"fmha_fwd_sm90_fp16_hd64", "fmha_fwd_sm90_fp16_hd64_scoremod"}, {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_fp16_hd96", "fmha_fwd_sm90_fp16_hd96_scoremod"}, {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_fp16_hd128", "fmha_fwd_sm90_fp16_hd128_scoremod"},
+          {"fmha_fwd_sm90_fp16_hd128_wide", "fmha_fwd_sm90_fp16_hd128_wide_scoremod"}},
+         {{"fmha_fwd_sm90_fp16_hd256", "fmha_fwd_sm90_fp16_hd256_scoremod"}, {nullptr, nullptr}}},
+        {{{"fmha_fwd_sm90_bf16_hd64", "fmha_fwd_sm90_bf16_hd64_scoremod"}, {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_bf16_hd96", "fmha_fwd_sm90_bf16_hd96_scoremod"}, {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_bf16_hd128", "fmha_fwd_sm90_bf16_hd128_scoremod"},
+          {"fmha_fwd_sm90_bf16_hd128_wide", "fmha_fwd_sm90_bf16_hd128_wide_scoremod"}},
+         {{"fmha_fwd_sm90_bf16_hd256", "fmha_fwd_sm90_bf16_hd256_scoremod"}, {nullptr, nullptr}}}};
+    const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
+                    : head_dim == 256 ? 3 : -1;
+    if (index < 0) return nullptr;
+    return kNames[dtype == FMHA_DTYPE_BF16][index][wide_keys][score_mods];
 }
 
 // TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
@@ -150,7 +156,11 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
                      int64_t tiles) {
     if (dev.num_sms <= 0 || p.seqlen_q > kSm90PackMaxQueryLen || tiles * 2 > dev.num_sms)
         return 1;
-    const int64_t key_tiles = (p.seqlen_k + tile.block_n - 1) / tile.block_n;
+    // A left window bounds the keys a short query's block sees.
+    int64_t keys = p.seqlen_k;
+    if (p.window_left >= 0)
+        keys = std::min<int64_t>(keys, p.window_left + p.seqlen_q + std::max(p.window_right, 0) + 1);
+    const int64_t key_tiles = (keys + tile.block_n - 1) / tile.block_n;
     const int64_t splits = std::min<int64_t>({dev.num_sms / tiles,
                                               key_tiles / kSm90MinSplitKeyTiles, kMaxSplits});
     return static_cast<int>(std::max<int64_t>(1, splits));
@@ -169,10 +179,6 @@ int64_t sm90_packed_heads(const Problem &p) {
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     if (p.head_dim == 512)
         return fail(FMHA_STATUS_NOT_SUPPORTED, "head_dim 512 runs on the decode kernel");
-    if (p.has_window() || p.softcap > 0.0f || p.sinks)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the Hopper kernel does not yet do sliding windows, softcap or sinks (the "
-                    "portable kernel does)");
     // K/V as TMA sees them: a pool of pages, packed rows, or batch x seqlen_k.
     const int64_t q_batch = p.varlen_q ? 1 : p.batch;
     const int64_t k_batch = p.paged_kv ? p.num_pages : p.varlen_k ? 1 : p.batch;
@@ -201,7 +207,9 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;
     c.image_family = "sm90";
-    c.kernel_name = kernel_name(p.dtype, p.head_dim, wide_keys);
+    // Windows and softcap take the entry points that mask window edges and
+    // cap scores; sinks (epilogue only) run on either.
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, wide_keys, p.has_window() || p.softcap > 0.0f);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
     c.threads = sm90_threads(d);

@@ -12,7 +12,9 @@
 // For short queries the host may pack the query heads of one KV head into the
 // M tile (Sm90Params::group_shift): Q and O boxes then take those heads'
 // rows together (padded to a power of two), and K/V are read once per KV head
-// instead of once per head. A paged KV cache is read in TMA boxes of whole
+// instead of once per head. Sliding windows skip the key tiles no row of a
+// block sees and mask the edges; a softcap caps each score with tanh before
+// the softmax, and a sink logit joins the denominator in the epilogue. A paged KV cache is read in TMA boxes of whole
 // page chunks, one per lane of the producer warp (block table looked up by
 // the lanes).
 #include <math_constants.h>
@@ -30,9 +32,12 @@
 
 namespace fmha::sm90 {
 
-template <int kHeadDim, bool kWideKeys>
+template <int kHeadDim, bool kWideKeys, bool kWithScoreMods>
 struct Config {
     static constexpr int D = kHeadDim;
+    // Sliding windows and softcap: their own entry points, so the plain
+    // kernels keep their registers (the extra mask spills hd128's wide tile).
+    static constexpr bool kScoreMods = kWithScoreMods;
     static constexpr Sm90Tile kTile = sm90_tile(D, kWideKeys);
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;
@@ -150,22 +155,32 @@ struct Softmax {
     float row_sum[2] = {0.f, 0.f};                      // this lane's partial sum
     float alpha[2] = {1.f, 1.f};                        // last update's rescale factor
 
-    // Masks (only tiles crossing the key end or the diagonal), updates the
-    // running max and sum, and turns S into unnormalized probabilities.
-    // Rows are tile rows: query position row >> shift (packed query heads).
+    // Caps the scores (softcap), masks (only tiles crossing the key end, the
+    // diagonal or a window's edges), updates the running max and sum, and
+    // turns S into unnormalized probabilities. Rows are tile rows: query
+    // position row >> shift (packed query heads); this warpgroup's 64 rows
+    // start at first_row.
     template <bool kFirst>
     __device__ __forceinline__ void update(float (&s)[Cfg::kSRegs], const FwdParams &p,
                                            const Sequence &seq, int n0, int row_base, int t,
                                            int first_row, int shift) {
+        if (Cfg::kScoreMods && p.softcap > 0.f) {
+#pragma unroll
+            for (int i = 0; i < Cfg::kSRegs; ++i)
+                s[i] = p.softcap * ptx::tanh_approx(s[i] * p.softcap_scale);
+        }
         const bool crosses_end = n0 + Cfg::BN > seq.len_k;
-        const bool crosses_diagonal =
+        const bool crosses_hi =
             seq.has_hi && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row >> shift) + seq.hi;
-        if (crosses_end || crosses_diagonal) {
+        const bool crosses_lo = Cfg::kScoreMods && seq.has_lo &&
+                                int64_t(n0) < int64_t((first_row + 63) >> shift) + seq.lo;
+        if (crosses_end || crosses_hi || crosses_lo) {
 #pragma unroll
             for (int i = 0; i < Cfg::kSRegs; ++i) {
                 const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);
                 const int64_t row = (row_base + 8 * ((i % 4) / 2)) >> shift;
-                const bool visible = col < seq.len_k && (!seq.has_hi || col <= row + seq.hi);
+                const bool visible = col < seq.len_k && (!seq.has_hi || col <= row + seq.hi) &&
+                                     (!Cfg::kScoreMods || !seq.has_lo || col >= row + seq.lo);
                 if (!visible) s[i] = -CUDART_INF_F;
             }
         }
@@ -236,9 +251,11 @@ __device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
     return idx / params.tiles_per_split;
 }
 
-__device__ __forceinline__ KeyTiles split_key_tiles(const Sm90Params &params, int n_tiles,
+// Split `split`'s share of a query block's key tiles.
+__device__ __forceinline__ KeyTiles split_key_tiles(const Sm90Params &params, KeyTiles tiles,
                                                     int split) {
-    return sm90_split_key_tiles(n_tiles, split, params.num_splits);
+    const KeyTiles share = sm90_split_key_tiles(tiles.count(), split, params.num_splits);
+    return KeyTiles{tiles.begin + share.begin, tiles.begin + share.end};
 }
 
 // Tile rows of a sequence: its query positions times the packed heads.
@@ -246,13 +263,16 @@ __device__ __forceinline__ int tile_rows(const Sequence &seq, int shift) {
     return seq.len_q << shift;
 }
 
-// Number of key tiles a query block must visit (0 when it sees no key).
+// The key tiles a query block must visit: from the tile of its first
+// visible key (a left window skips the earlier ones) to that of its last
+// (none when it sees no key).
 template <typename Cfg>
-__device__ __forceinline__ int key_tiles(const Sequence &seq, int m0, int shift) {
+__device__ __forceinline__ KeyTiles key_tiles(const Sequence &seq, int m0, int shift) {
     int n_begin, n_end;
     visible_key_range(seq, m0 >> shift, (min(m0 + Cfg::BM, tile_rows(seq, shift)) - 1) >> shift,
                       &n_begin, &n_end);
-    return (n_end + Cfg::BN - 1) / Cfg::BN;
+    const int end = (n_end + Cfg::BN - 1) / Cfg::BN;
+    return KeyTiles{min(n_begin / Cfg::BN, end), end};
 }
 
 // TMA coordinates of a sequence's rows: packed tensors are one batch of
@@ -428,6 +448,33 @@ struct Turns {
         if (started && consumer == 0) ptx::named_barrier_sync(8, 256);
     }
 };
+
+// Attention sinks: the sink logit of each row's head (natural units, not
+// scaled) joins the softmax denominator with no value row, so O shrinks by
+// sum / (sum + e^sink) and the LSE takes it in. `inv` and `lse` arrive as
+// computed from the row's sum without it (no key seen: sum 0, inv 0, lse
+// -inf); a row that saw no key keeps O = 0 and gets the sink's LSE.
+__device__ __forceinline__ void add_sinks(const Sm90Params &params, const TileCoord &tile,
+                                          const float (&row_max)[2], const float (&sums)[2],
+                                          int row_base, float (&inv)[2], float (&lse)[2]) {
+    const FwdParams &p = params.fwd;
+    constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int head = head_of_row(params, tile, row_base + 8 * r);
+        if (head < 0) continue;  // padding row, never stored
+        const bool saw_keys = sums[r] > 0.f;
+        const float sum = sums[r];
+        const float m = saw_keys ? row_max[r] * p.scale_log2 : -CUDART_INF_F;
+        const float sink = p.sinks[head] * kLog2e;
+        const float mm = fmaxf(m, sink);
+        if (mm == -CUDART_INF_F) continue;  // no key and a sink of -inf: as computed
+        const float keep = saw_keys ? ptx::exp2_approx(m - mm) : 0.f;
+        const float total = sum * keep + ptx::exp2_approx(sink - mm);
+        inv[r] = keep / total;
+        lse[r] = (mm + __log2f(total)) * kLn2;
+    }
+}
 
 // Split-KV epilogue: this thread's two rows of normalized O (fp32) and their
 // LSE go to the split's partials, for the combine kernel.
@@ -642,17 +689,22 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         kv_iter += n_tiles;
 
         // Epilogue: normalize; the output (or this split's partials) and the LSE.
-        float lse[2], inv[2];
+        float lse[2], inv[2], sums[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float sum = softmax.row_sum[r];
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            sums[r] = sum;
             inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key: O = 0
             lse[r] = sum > 0.f ? (softmax.row_max[r] * p.scale_log2 + __log2f(sum)) *
                                      0.6931471805599453f
                                : -CUDART_INF_F;
         }
+        // Sinks join the whole answer's denominator; split partials leave them
+        // to the combine kernel.
+        if (p.sinks != nullptr && params.partial_o == nullptr)
+            add_sinks(params, tile, softmax.row_max, sums, row_base, inv, lse);
         if (params.partial_o != nullptr) {
             store_partials<Cfg>(params, o, inv, lse, seq, tile, split, row_base, t);
         } else {
@@ -669,9 +721,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the stores
 }
 
-template <bool kBf16, int D, bool kWideKeys>
+template <bool kBf16, int D, bool kWideKeys, bool kScoreMods>
 __device__ __forceinline__ void forward(const Sm90Params &params) {
-    using Cfg = Config<D, kWideKeys>;
+    using Cfg = Config<D, kWideKeys, kScoreMods>;
     extern __shared__ uint8_t smem_raw[];
     const Smem<Cfg> sm(smem_raw);
     if (threadIdx.x == 0) {
@@ -703,19 +755,24 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 
 }  // namespace fmha::sm90
 
-#define FMHA_SM90_ENTRY(name, bf16, d, wide)                                            \
+// Entry points per (dtype, head dim, key tile), each plain and with score
+// modifiers (`_scoremod`: sliding windows, softcap); named in launch_sm90.cpp.
+#define FMHA_SM90_ENTRY(name, bf16, d, wide, mods)                                      \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d), 1)              \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
-        fmha::sm90::forward<bf16, d, wide>(params);                                     \
+        fmha::sm90::forward<bf16, d, wide, mods>(params);                               \
     }
+#define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, wide)                                    \
+    FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, wide, false)           \
+    FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, wide, true)
 
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64, true, 64, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd96, true, 96, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd128, true, 128, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd128_wide, true, 128, true)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd256, true, 256, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64, false, 64, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd96, false, 96, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd128, false, 128, false)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd128_wide, false, 128, true)
-FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd256, false, 256, false)
+FMHA_SM90_ENTRIES(bf16, true, 64, , false)
+FMHA_SM90_ENTRIES(bf16, true, 96, , false)
+FMHA_SM90_ENTRIES(bf16, true, 128, , false)
+FMHA_SM90_ENTRIES(bf16, true, 128, _wide, true)
+FMHA_SM90_ENTRIES(bf16, true, 256, , false)
+FMHA_SM90_ENTRIES(fp16, false, 64, , false)
+FMHA_SM90_ENTRIES(fp16, false, 96, , false)
+FMHA_SM90_ENTRIES(fp16, false, 128, , false)
+FMHA_SM90_ENTRIES(fp16, false, 128, _wide, true)
+FMHA_SM90_ENTRIES(fp16, false, 256, , false)

@@ -289,6 +289,56 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
         }
 }
 
+TEST_CASE("fake driver: windows and softcap take the Hopper kernel's _scoremod entry points",
+          "[cpu][fake-driver][plan]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Shape {
+        int32_t left, right;
+        float softcap;
+        bool sinks;
+        bool scoremod;  // expected
+    };
+    const Shape shapes[] = {{-1, -1, 0, false, false}, {128, -1, 0, false, true},
+                            {-1, 0, 0, false, true},   {-1, -1, 30, false, true},
+                            {-1, -1, 0, true, false},  {64, 64, 10, true, true}};
+    for (const Shape &sh : shapes)
+        for (int64_t hd : {64, 96, 128, 256})
+            for (int64_t sk : {1000, 5000}) {
+                fresh_fake(90);
+                fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, 300, sk);
+                d.window_left = sh.left;
+                d.window_right = sh.right;
+                d.softcap = sh.softcap;
+                if (sh.sinks) d.flags |= FMHA_FLAG_SINKS;
+                d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+                Plan plan;
+                INFO("hd " << hd << " sk " << sk << " window " << sh.left << ":" << sh.right
+                           << " softcap " << sh.softcap << " sinks " << sh.sinks);
+                FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+                const fmha_plan_info i = info_of(plan.p);
+                INFO(i.kernel_name);
+                CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
+                const std::string name = i.kernel_name;
+                CHECK((name.find("_scoremod") != std::string::npos) == sh.scoremod);
+                CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk >= 4096));
+            }
+    // A left window bounds a short query's automatic split count: 32 positions x
+    // 4 heads per KV head (one block per KV head, 6 blocks) over 32768 keys.
+    for (int32_t left : {-1, 1000}) {
+        fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 32, 32768);
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.window_left = left;
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("window_left " << left << ": " << i.kernel_name << " splits " << i.num_splits);
+        CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
+        // 132 SMs / 6 blocks = 22; 1000 keys are 6 tiles of 192: one split (4 tiles each).
+        CHECK(i.num_splits == (left < 0 ? 22 : 1));
+    }
+}
+
 TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys, causal or not",
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");

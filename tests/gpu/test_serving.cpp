@@ -290,6 +290,26 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
 }
 
 // ---------------------------------------------------------------------------
+// Sliding windows, softcap and sinks on the Hopper kernel (its `_scoremod`
+// entry points; sinks on the plain ones too): prefill over the wide tile,
+// varlen Q over pages, packed short queries with splits; HOPPER and AUTO.
+
+TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-features]") {
+    FMHA_REQUIRE_GPU();
+    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    Stats st;
+    for (const ServingCase &c : hopper_feature_suite())
+        run_families("hopper features", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
+    finish("hopper features", st);
+    CHECK(st.unsupported == 0);
+    int scoremod_runs = 0;
+    for (const auto &k : st.kernels)
+        if (k.first.find("_scoremod") != std::string::npos) scoremod_runs += k.second;
+    // At least the HOPPER runs of the 8 features with a window or softcap x 3 shapes.
+    CHECK(scoremod_runs >= 24);
+}
+
+// ---------------------------------------------------------------------------
 // Split-KV on the decode kernel.
 
 namespace {

@@ -1224,6 +1224,73 @@ std::vector<ServingCase> paged_hopper_suite() {
     return seeded(v, 24000);
 }
 
+std::vector<ServingCase> hopper_feature_suite() {
+    struct Feature {
+        int32_t left, right;
+        float softcap;
+        bool sinks;
+        fmha_mask mask;
+    };
+    const Feature features[] = {
+        {256, -1, 0, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},   // causal local attention
+        {37, 50, 0, false, FMHA_MASK_NONE},                    // two-sided window
+        {0, 0, 0, false, FMHA_MASK_NONE},                      // the diagonal only
+        {-1, 10, 0, false, FMHA_MASK_CAUSAL_TOP_LEFT},         // causal ignores the right window
+        {-1, 5, 0, false, FMHA_MASK_NONE},                     // right window only
+        {-1, -1, 30.0f, false, FMHA_MASK_NONE},                // Gemma-style softcap
+        {-1, -1, 2.0f, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // hard capping
+        {-1, -1, 0, true, FMHA_MASK_NONE},                     // sinks
+        {-1, -1, 0, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},      // sinks, rows that see nothing
+        {700, -1, 20.0f, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT}, // everything at once
+    };
+    std::vector<ServingCase> v;
+    int n = 0;
+    for (const Feature &f : features)
+        for (int variant = 0; variant < 3; ++variant) {
+            ServingCase c;
+            c.dtype = kDtypes[n % 2];
+            c.mask = f.mask;
+            c.window_left = f.left;
+            c.window_right = f.right;
+            c.softcap = f.softcap;
+            c.sinks = f.sinks;
+            switch (variant) {
+            case 0:  // dense prefill over 4100 keys (hd128's wide tile)
+                c.head_dim = 128;
+                c.num_q_heads = 4;
+                c.num_kv_heads = 2;
+                c.q_lens = {600};
+                c.k_lens = {4100};
+                break;
+            case 1:  // varlen Q over 64-row pages + seqused_k (a sequence without keys)
+                c.head_dim = 64;
+                c.num_q_heads = 8;
+                c.num_kv_heads = 1;
+                c.varlen_q = true;
+                c.q_lens = {300, 17, 5};
+                c.keys = KeyLayout::PAGED;
+                c.page_size = 64;
+                c.seqused = {1500, 0, 40};
+                c.k_lens = {1500, 64, 64};
+                c.extra_q_rows = 1;
+                break;
+            case 2:  // 32 positions, 4 heads per KV head packed, seqused_k, 3 splits
+                c.head_dim = n % 2 ? 256 : 96;
+                c.num_q_heads = 8;
+                c.num_kv_heads = 2;
+                c.q_lens = {32, 32};
+                c.k_lens = {2000, 2000};
+                c.seqused = {2000, 613};
+                c.num_splits = 3;
+                break;
+            }
+            c.layout = kLayouts[n % 3];
+            v.push_back(c);
+            ++n;
+        }
+    return seeded(v, 25000);
+}
+
 std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
 
 std::vector<ServingCase> split_suite() {
@@ -1415,6 +1482,20 @@ std::vector<ServingCase> sanitize_suite() {
         c.seqused = {300, 61};
         c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         c.num_splits = 2;
+        v.push_back(c);
+    }
+    {  // Hopper: a window, softcap and sinks over a paged cache, varlen Q, packed heads
+        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 8, 2);
+        c.varlen_q = true;
+        c.q_lens = {40, 3};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 32;
+        c.seqused = {500, 3};
+        c.k_lens = {512, 32};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.window_left = 150;
+        c.softcap = 15.0f;
+        c.sinks = true;
         v.push_back(c);
     }
     {  // Hopper: a paged cache read in TMA page chunks (16 rows), varlen Q, packed heads

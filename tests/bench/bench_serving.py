@@ -16,6 +16,8 @@ Sections (--only decode,paged,...):
   varlen    ragged prefill (16384 tokens) vs dense prefill of the mean length (TFLOP/s)
   chunked   the same ragged prompts as varlen Q against a KV cache holding them (causal):
             paged cache (pages 16 and 64, shuffled) vs contiguous cache (TFLOP/s)
+  features  causal prefill with a sliding window, softcap and sinks: AUTO vs the portable
+            kernel forced, and the same prefill without them (TFLOP/s; no peer has them)
 
 Timing: every timed run is preceded by an L2 flush and a GPU spin (torch.cuda._sleep) long enough to cover the host cost
 of the call, so the events measure GPU time only and not Python overhead.
@@ -58,7 +60,7 @@ F: Any = None
 fmha: Any = None
 DEVICE = "cuda"
 
-SECTIONS = ("decode", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked")
+SECTIONS = ("decode", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked", "features")
 
 # (batch, num_q_heads, num_kv_heads, seqlen_k) of the decode rows (shared/notes/anchors.md).
 DECODE_ROWS: List[Tuple[int, int, int, int]] = [
@@ -1064,9 +1066,94 @@ def section_chunked(ctx: Ctx) -> Table:
     return tab
 
 
+# (label, Hq, Hkv, window_left or -1, softcap or 0, sinks) of the features section: B=1,
+# S=8192, D=128, causal (a window's right edge is the diagonal).
+FEATURE_ROWS = [("window 1024", 32, 8, 1024, 0.0, False), ("softcap 50", 32, 8, -1, 50.0, False),
+                ("window 128 + sinks", 64, 8, 128, 0.0, True),
+                ("window 4096 + softcap 30 + sinks", 32, 8, 4096, 30.0, True)]
+FEATURE_S = 8192
+
+
+def causal_window_pairs(s: int, left: int) -> int:
+    """(query, key) pairs visible under a causal mask of s x s and a left window."""
+    if left < 0:
+        return s * (s + 1) // 2
+    return sum(min(i + 1, left + 1) for i in range(s))
+
+
+def feature_reference(q: Any, k: Any, v: Any, left: int, softcap: float, sinks: Any) -> Any:
+    """float32 causal attention of q [1, S, Hq, D] with a left window, softcap and sinks
+    (a per-head logit joining the denominator), one KV head at a time."""
+    _, S, Hq, D = q.shape
+    Hkv = k.shape[2]
+    g = Hq // Hkv
+    i = torch.arange(S, device=q.device)[:, None]
+    j = torch.arange(S, device=q.device)[None, :]
+    visible = j <= i
+    if left >= 0:
+        visible &= j >= i - left
+    out = torch.empty((S, Hq, D), dtype=torch.float32, device=q.device)
+    for h in range(Hkv):
+        qh = q[0, :, h * g:(h + 1) * g].float().transpose(0, 1)  # g, S, D
+        sc = torch.matmul(qh, k[0, :, h].float().T) * (D ** -0.5)  # g, S, S
+        if softcap > 0:
+            sc = softcap * torch.tanh(sc / softcap)
+        sc.masked_fill_(~visible, float("-inf"))
+        if sinks is not None:
+            sink = sinks[h * g:(h + 1) * g].float()[:, None, None].expand(g, S, 1)
+            p = torch.softmax(torch.cat([sc, sink], dim=-1), dim=-1)[..., :S]
+        else:
+            p = torch.softmax(sc, dim=-1)
+        out[:, h * g:(h + 1) * g] = torch.matmul(p, v[0, :, h].float()).transpose(0, 1)
+        del sc, p
+    return out[None]
+
+
+def section_features(ctx: Ctx) -> Table:
+    tab = Table(f"features: bf16 causal prefill, B=1, S={FEATURE_S}, D={HEAD_DIM}, sliding window / softcap / sinks; "
+                "libfmha AUTO vs the portable kernel forced, and AUTO without the features (TFLOP/s)",
+                [("problem", 34), ("fmha ms", 7), ("fmha TFLOP/s", 12), ("portable ms", 11),
+                 ("portable TFLOP/s", 16), ("fmha/portable", 13), ("plain ms", 8), ("plain TFLOP/s", 13),
+                 ("err", 7), ("kernel", 36)])
+    tab.header()
+    s = FEATURE_S
+    rows = FEATURE_ROWS[::2] if ctx.args.quick else FEATURE_ROWS
+    for label, hq, hkv, left, softcap, with_sinks in rows:
+        full = f"H{hq}/{hkv} {label}"
+        try:
+            torch.manual_seed(hq * 31 + max(left, 0) + int(softcap))
+            q, k, v = randn(1, s, hq, HEAD_DIM), randn(1, s, hkv, HEAD_DIM), randn(1, s, hkv, HEAD_DIM)
+            sinks = torch.randn(hq, dtype=torch.float32, device=DEVICE) * 2 if with_sinks else None
+            kw: Dict[str, Any] = {"causal": "top_left", "window": (left, 0) if left >= 0 else None,
+                                  "softcap": softcap or None, "sinks": sinks}
+
+            def ours(kernel: str = "auto") -> Any:
+                return fmha.attention(q, k, v, kernel=kernel, **kw)
+            out, kernel = call_and_get_kernel(ours)
+            err = rel_err(out, feature_reference(q, k, v, left, softcap, sinks))
+            del out
+            ours_ms = ctx.timer.time_ms(ours)
+            port_ms = ctx.timer.time_ms(lambda: ours("portable"))
+            plain_ms = ctx.timer.time_ms(lambda: fmha.attention(q, k, v, causal="top_left"))
+            flops = attention_flops(1, hq, HEAD_DIM, causal_window_pairs(s, left))
+            flops_plain = attention_flops(1, hq, HEAD_DIM, causal_window_pairs(s, -1))
+            tab.add([full, fmt(ours_ms, ".3f"), fmt(tflops(flops, ours_ms), ".1f"), fmt(port_ms, ".3f"),
+                     fmt(tflops(flops, port_ms), ".1f"), fmt(ratio(port_ms, ours_ms), ".2f"), fmt(plain_ms, ".3f"),
+                     fmt(tflops(flops_plain, plain_ms), ".1f"), ctx.err(err), kernel])
+        except Exception as exc:
+            ctx.errors += 1
+            tab.error(full, exc)
+        torch.cuda.empty_cache()
+    tab.note("FLOPs: 4*D*Hq per visible (query, key) pair (a window counts only the keys it sees); plain: the same "
+             "tensors, causal, no window/softcap/sinks; fmha/portable: speed-up over the kernel AUTO chose before the "
+             "Hopper kernel had these features; sinks: float32 randn * 2 per head; err vs a float32 reference with "
+             "the same window, softcap and sinks")
+    return tab
+
+
 SECTION_FUNCS = {"decode": section_decode, "paged": section_paged, "paged-t": section_paged_t,
                  "decode-t": section_decode_t, "hd512": section_hd512, "varlen": section_varlen,
-                 "chunked": section_chunked}
+                 "chunked": section_chunked, "features": section_features}
 
 
 def git_head() -> str:

@@ -311,6 +311,7 @@ TEST_CASE("fake driver: windows and softcap take the Hopper kernel's _scoremod e
                 d.softcap = sh.softcap;
                 if (sh.sinks) d.flags |= FMHA_FLAG_SINKS;
                 d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+                d.kernel = FMHA_KERNEL_HOPPER;  // AUTO's choice for narrow windows: below
                 Plan plan;
                 INFO("hd " << hd << " sk " << sk << " window " << sh.left << ":" << sh.right
                            << " softcap " << sh.softcap << " sinks " << sh.sinks);
@@ -322,6 +323,20 @@ TEST_CASE("fake driver: windows and softcap take the Hopper kernel's _scoremod e
                 CHECK((name.find("_scoremod") != std::string::npos) == sh.scoremod);
                 CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk >= 4096));
             }
+    // AUTO leaves the Hopper kernel for windows up to 192 keys (measured: 128
+    // keys 0.86x the portable kernel, 1024 keys 1.92x); HOPPER still runs them.
+    for (int32_t left : {128, 191, 192, 1024}) {
+        fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 2000, 2000);
+        d.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+        d.window_left = left;
+        Plan autop, hopper;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(autop, d));
+        INFO("window_left " << left << ": " << info_of(autop.p).kernel_name);
+        CHECK((info_of(autop.p).kernel_family == FMHA_KERNEL_HOPPER) == (left >= 192));
+        d.kernel = FMHA_KERNEL_HOPPER;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(hopper, d));
+    }
     // A left window bounds a short query's automatic split count: 32 positions x
     // 4 heads per KV head (one block per KV head, 6 blocks) over 32768 keys.
     for (int32_t left : {-1, 1000}) {

@@ -833,6 +833,41 @@ ServingCase shape(fmha_dtype dt, int64_t hd, int64_t hq, int64_t hkv) {
     return c;
 }
 
+// Windows, softcap and sinks, alone and combined, for the feature suites:
+// `local` is the left window of causal local attention, `combined` that of
+// the case with every feature at once.
+struct ServingFeature {
+    int32_t left, right;
+    float softcap;
+    bool sinks;
+    fmha_mask mask;
+};
+
+std::vector<ServingFeature> serving_features(int32_t local, int32_t combined) {
+    return {
+        {local, -1, 0, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},     // causal local attention
+        {37, 50, 0, false, FMHA_MASK_NONE},                       // two-sided window
+        {0, 0, 0, false, FMHA_MASK_NONE},                         // the diagonal only
+        {-1, 10, 0, false, FMHA_MASK_CAUSAL_TOP_LEFT},            // causal ignores the right window
+        {-1, 5, 0, false, FMHA_MASK_NONE},                        // right window only
+        {-1, -1, 30.0f, false, FMHA_MASK_NONE},                   // Gemma-style softcap
+        {-1, -1, 2.0f, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},     // hard capping
+        {-1, -1, 0, true, FMHA_MASK_NONE},                        // sinks
+        {-1, -1, 0, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},         // sinks, rows that see nothing
+        {combined, -1, 20.0f, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // everything at once
+    };
+}
+
+ServingCase with_feature(const ServingFeature &f) {
+    ServingCase c;
+    c.mask = f.mask;
+    c.window_left = f.left;
+    c.window_right = f.right;
+    c.softcap = f.softcap;
+    c.sinks = f.sinks;
+    return c;
+}
+
 }  // namespace
 
 std::vector<ServingCase> varlen_suite() {
@@ -1225,35 +1260,14 @@ std::vector<ServingCase> paged_hopper_suite() {
 }
 
 std::vector<ServingCase> hopper_feature_suite() {
-    struct Feature {
-        int32_t left, right;
-        float softcap;
-        bool sinks;
-        fmha_mask mask;
-    };
-    const Feature features[] = {
-        {256, -1, 0, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},   // causal local attention
-        {37, 50, 0, false, FMHA_MASK_NONE},                    // two-sided window
-        {0, 0, 0, false, FMHA_MASK_NONE},                      // the diagonal only
-        {-1, 10, 0, false, FMHA_MASK_CAUSAL_TOP_LEFT},         // causal ignores the right window
-        {-1, 5, 0, false, FMHA_MASK_NONE},                     // right window only
-        {-1, -1, 30.0f, false, FMHA_MASK_NONE},                // Gemma-style softcap
-        {-1, -1, 2.0f, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // hard capping
-        {-1, -1, 0, true, FMHA_MASK_NONE},                     // sinks
-        {-1, -1, 0, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},      // sinks, rows that see nothing
-        {700, -1, 20.0f, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT}, // everything at once
-    };
+    // A 256-key local window: wider than the tiles AUTO leaves to other kernels.
+    const std::vector<ServingFeature> features = serving_features(256, 700);
     std::vector<ServingCase> v;
     int n = 0;
-    for (const Feature &f : features)
+    for (const ServingFeature &f : features)
         for (int variant = 0; variant < 3; ++variant) {
-            ServingCase c;
+            ServingCase c = with_feature(f);
             c.dtype = kDtypes[n % 2];
-            c.mask = f.mask;
-            c.window_left = f.left;
-            c.window_right = f.right;
-            c.softcap = f.softcap;
-            c.sinks = f.sinks;
             switch (variant) {
             case 0:  // dense prefill over 4100 keys (hd128's wide tile)
                 c.head_dim = 128;
@@ -1362,35 +1376,13 @@ std::vector<ServingCase> split_suite() {
 }
 
 std::vector<ServingCase> feature_suite() {
-    struct Feature {
-        int32_t left, right;
-        float softcap;
-        bool sinks;
-        fmha_mask mask;
-    };
-    const Feature features[] = {
-        {100, -1, 0, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},   // causal local attention
-        {37, 50, 0, false, FMHA_MASK_NONE},                    // two-sided window
-        {0, 0, 0, false, FMHA_MASK_NONE},                      // the diagonal only
-        {-1, 10, 0, false, FMHA_MASK_CAUSAL_TOP_LEFT},         // causal ignores the right window
-        {-1, 5, 0, false, FMHA_MASK_NONE},                     // right window only
-        {-1, -1, 30.0f, false, FMHA_MASK_NONE},                // Gemma-style softcap
-        {-1, -1, 2.0f, false, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // hard capping
-        {-1, -1, 0, true, FMHA_MASK_NONE},                     // sinks
-        {-1, -1, 0, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},      // sinks, rows that see nothing
-        {64, -1, 20.0f, true, FMHA_MASK_CAUSAL_BOTTOM_RIGHT},  // everything at once
-    };
+    const std::vector<ServingFeature> features = serving_features(100, 64);
     std::vector<ServingCase> v;
     int n = 0;
-    for (const Feature &f : features)
+    for (const ServingFeature &f : features)
         for (int variant = 0; variant < 3; ++variant) {
-            ServingCase c;
+            ServingCase c = with_feature(f);
             c.dtype = kDtypes[n % 2];
-            c.mask = f.mask;
-            c.window_left = f.left;
-            c.window_right = f.right;
-            c.softcap = f.softcap;
-            c.sinks = f.sinks;
             switch (variant) {
             case 0:  // single-token decode, dense cache, automatic splits
                 c.head_dim = 128;

@@ -219,9 +219,10 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;
     c.image_family = "sm90";
-    // Windows and softcap take the entry points that mask window edges and
-    // cap scores; sinks (epilogue only) run on either.
-    c.kernel_name = kernel_name(p.dtype, p.head_dim, wide_keys, p.has_window() || p.softcap > 0.0f);
+    // Windows, softcap and sinks take the entry points that mask window
+    // edges, cap scores and add sinks; the plain ones stay as they were.
+    c.kernel_name =
+        kernel_name(p.dtype, p.head_dim, wide_keys, p.has_window() || p.softcap > 0.0f || p.sinks);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
     c.threads = sm90_threads(d);

@@ -14,9 +14,10 @@
 // rows together (padded to a power of two), and K/V are read once per KV head
 // instead of once per head. Sliding windows skip the key tiles no row of a
 // block sees and mask the edges; a softcap caps each score with tanh before
-// the softmax, and a sink logit joins the denominator in the epilogue. A paged KV cache is read in TMA boxes of whole
-// page chunks, one per lane of the producer warp (block table looked up by
-// the lanes).
+// the softmax, and a sink logit joins the denominator in the epilogue (all
+// three on their own entry points). A paged KV cache is read in TMA boxes of
+// whole page chunks, one per lane of the producer warp (block table looked up
+// by the lanes).
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"
@@ -35,8 +36,8 @@ namespace fmha::sm90 {
 template <int kHeadDim, bool kWideKeys, bool kWithScoreMods>
 struct Config {
     static constexpr int D = kHeadDim;
-    // Sliding windows and softcap: their own entry points, so the plain
-    // kernels keep their registers (the extra mask spills hd128's wide tile).
+    // Sliding windows, softcap and sinks: their own entry points, so the
+    // plain kernels keep their code (the extra mask spills hd128's wide tile).
     static constexpr bool kScoreMods = kWithScoreMods;
     static constexpr Sm90Tile kTile = sm90_tile(D, kWideKeys);
     static constexpr int BM = kTile.block_m;
@@ -272,6 +273,7 @@ __device__ __forceinline__ KeyTiles key_tiles(const Sequence &seq, int m0, int s
     visible_key_range(seq, m0 >> shift, (min(m0 + Cfg::BM, tile_rows(seq, shift)) - 1) >> shift,
                       &n_begin, &n_end);
     const int end = (n_end + Cfg::BN - 1) / Cfg::BN;
+    if constexpr (!Cfg::kScoreMods) return KeyTiles{0, end};  // no left window
     return KeyTiles{min(n_begin / Cfg::BN, end), end};
 }
 
@@ -703,7 +705,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         }
         // Sinks join the whole answer's denominator; split partials leave them
         // to the combine kernel.
-        if (p.sinks != nullptr && params.partial_o == nullptr)
+        if (Cfg::kScoreMods && p.sinks != nullptr && params.partial_o == nullptr)
             add_sinks(params, tile, softmax.row_max, sums, row_base, inv, lse);
         if (params.partial_o != nullptr) {
             store_partials<Cfg>(params, o, inv, lse, seq, tile, split, row_base, t);
@@ -756,7 +758,8 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 }  // namespace fmha::sm90
 
 // Entry points per (dtype, head dim, key tile), each plain and with score
-// modifiers (`_scoremod`: sliding windows, softcap); named in launch_sm90.cpp.
+// modifiers (`_scoremod`: sliding windows, softcap, sinks); named in
+// launch_sm90.cpp.
 #define FMHA_SM90_ENTRY(name, bf16, d, wide, mods)                                      \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d), 1)              \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \

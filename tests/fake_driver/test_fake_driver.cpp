@@ -289,7 +289,7 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
         }
 }
 
-TEST_CASE("fake driver: windows and softcap take the Hopper kernel's _scoremod entry points",
+TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _scoremod entry points",
           "[cpu][fake-driver][plan]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Shape {
@@ -300,7 +300,7 @@ TEST_CASE("fake driver: windows and softcap take the Hopper kernel's _scoremod e
     };
     const Shape shapes[] = {{-1, -1, 0, false, false}, {128, -1, 0, false, true},
                             {-1, 0, 0, false, true},   {-1, -1, 30, false, true},
-                            {-1, -1, 0, true, false},  {64, 64, 10, true, true}};
+                            {-1, -1, 0, true, true},   {64, 64, 10, true, true}};
     for (const Shape &sh : shapes)
         for (int64_t hd : {64, 96, 128, 256})
             for (int64_t sk : {1000, 5000}) {

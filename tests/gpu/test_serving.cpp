@@ -291,8 +291,8 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
 
 // ---------------------------------------------------------------------------
 // Sliding windows, softcap and sinks on the Hopper kernel (its `_scoremod`
-// entry points; sinks on the plain ones too): prefill over the wide tile,
-// varlen Q over pages, packed short queries with splits; HOPPER and AUTO.
+// entry points): prefill over the wide tile, varlen Q over pages, packed
+// short queries with splits; HOPPER and AUTO.
 
 TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-features]") {
     FMHA_REQUIRE_GPU();
@@ -305,8 +305,8 @@ TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-fe
     int scoremod_runs = 0;
     for (const auto &k : st.kernels)
         if (k.first.find("_scoremod") != std::string::npos) scoremod_runs += k.second;
-    // At least the HOPPER runs of the 8 features with a window or softcap x 3 shapes.
-    CHECK(scoremod_runs >= 24);
+    // At least the HOPPER runs: 10 features x 3 shapes.
+    CHECK(scoremod_runs >= 30);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,73 @@
+// Hopper forward kernel: compile-time configuration per (head dim, key tile,
+// score modifiers) and the shared-memory layout of its tiles and barriers.
+#pragma once
+#include <stdint.h>
+
+#include "kernels/tile_traits.h"
+
+namespace fmha::sm90 {
+
+template <int kHeadDim, bool kWideKeys, bool kWithScoreMods>
+struct Config {
+    static constexpr int D = kHeadDim;
+    // Sliding windows, softcap and sinks: their own entry points, so the
+    // plain kernels keep their code (the extra mask spills hd128's wide tile).
+    static constexpr bool kScoreMods = kWithScoreMods;
+    static constexpr Sm90Tile kTile = sm90_tile(D, kWideKeys);
+    static constexpr int BM = kTile.block_m;
+    static constexpr int BN = kTile.block_n;
+    static constexpr int kConsumers = kTile.consumers;
+    static constexpr int kStages = kTile.stages;
+    static constexpr int Dp = kTile.padded_dim;
+    static constexpr int kBoxes = Dp / 64;           // 64-column TMA boxes per row
+    static constexpr int kQBytes = BM * Dp * 2;
+    static constexpr int kKVBytes = BN * Dp * 2;     // one K or V stage
+    static constexpr int kSRegs = BN / 2;            // S accumulator per thread
+    static constexpr int kOChunkN = Dp >= 128 ? 128 : 64;
+    static constexpr int kOChunks = Dp / kOChunkN;   // wgmma issues per k-step of P·V
+    static constexpr int kORegs = kOChunkN / 2;
+    // Register split after setmaxnreg (64K registers, 128 producer threads).
+    static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 24;
+    static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+    // setmaxnreg.inc waits forever if the CTA's registers can't cover the
+    // split: they are what the launch granted (per-thread cap, 8-aligned).
+    static constexpr int kThreads = 128 * (1 + kConsumers);
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <=
+                      (65536 / kThreads / 8 * 8) * kThreads,
+                  "register split exceeds the CTA's allocation");
+    // O gets its own buffer where shared memory allows, so the next tile's Q
+    // can load while this tile's O is stored.
+    static constexpr bool kSeparateO = kTile.separate_o;
+    static_assert(BM == 64 * kConsumers, "one consumer warpgroup per 64 rows");
+    static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
+    static_assert(BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
+                  "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
+    static_assert(sm90_threads(D) == kThreads, "launch and kernel agree on the CTA size");
+    static_assert(sm90_smem_bytes(kTile) <= 227 * 1024, "fits one CTA's shared memory");
+};
+
+template <typename Cfg>
+struct Smem {
+    uint8_t *q, *k, *v, *o;  // o aliases q when there is no room for both
+    uint64_t *full_q, *empty_q, *full_k, *full_v, *empty_k, *empty_v;
+
+    __device__ __forceinline__ explicit Smem(uint8_t *raw) {
+        // The 128-byte swizzle repeats every 1024 bytes: align every tile to it.
+        uint8_t *base = reinterpret_cast<uint8_t *>(
+            (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+        q = base;
+        k = q + Cfg::kQBytes;
+        v = k + Cfg::kStages * Cfg::kKVBytes;
+        uint8_t *end = v + Cfg::kStages * Cfg::kKVBytes;
+        o = Cfg::kSeparateO ? end : q;
+        auto *bars = reinterpret_cast<uint64_t *>(end + (Cfg::kSeparateO ? Cfg::kQBytes : 0));
+        full_q = bars;
+        empty_q = bars + 1;
+        full_k = bars + 2;
+        full_v = full_k + Cfg::kStages;
+        empty_k = full_v + Cfg::kStages;
+        empty_v = empty_k + Cfg::kStages;
+    }
+};
+
+}  // namespace fmha::sm90

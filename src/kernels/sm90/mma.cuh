@@ -1,0 +1,79 @@
+// Hopper forward kernel: the wgmma issues of S = Q·Kᵀ and O += P·V, and P
+// repacked from the S accumulator as the A fragment.
+#pragma once
+#include <stdint.h>
+
+#include "kernels/numeric.cuh"
+#include "kernels/ptx/warpgroup.cuh"
+#include "kernels/ptx/wgmma.cuh"
+
+namespace fmha::sm90 {
+
+// S tile = Q·Kᵀ, one k-step: N keys wide (the key tile), A and B from shared memory.
+template <bool kBf16, int N>
+__device__ __forceinline__ void s_gemm(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
+    if constexpr (N == 64) ptx::wgmma_m64n64k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 80) ptx::wgmma_m64n80k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 128) ptx::wgmma_m64n128k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 176) ptx::wgmma_m64n176k16_ss<kBf16, 0>(d, a, b, acc);
+    else ptx::wgmma_m64n192k16_ss<kBf16, 0>(d, a, b, acc);
+}
+
+// O chunk += P (registers) · V chunk (MN-major in shared memory).
+template <bool kBf16, int N>
+__device__ __forceinline__ void pv_gemm(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+    if constexpr (N == 64) ptx::wgmma_m64n64k16_rs<kBf16, 1>(d, a, b, 1);
+    else ptx::wgmma_m64n128k16_rs<kBf16, 1>(d, a, b, 1);
+}
+
+// Issues S = Q·Kᵀ for one K tile (one commit group). Both operands are
+// K-major: 8-row groups 1024 bytes apart; a k-step of 16 columns is 32 bytes
+// inside the swizzled 128-byte row, and every 4 k-steps move to the next box.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const uint8_t *q_rows,
+                                             const uint8_t *k_tile) {
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
+        const int box = kk / 4, koff = (kk % 4) * 32;
+        const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
+        const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
+        s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
+    }
+    ptx::wgmma_commit();
+}
+
+// Issues O += P·V for one V tile (one commit group). V is MN-major (head dim
+// contiguous): 64-column boxes are BN*128 bytes apart (lbo), 8-key groups
+// 1024 bytes apart (sbo); a k-step of 16 keys is 2048 bytes.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void issue_pv_gemm(float (&o)[Cfg::kOChunks][Cfg::kORegs],
+                                              const uint32_t (&pa)[Cfg::BN / 16][4],
+                                              const uint8_t *v_tile) {
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
+#pragma unroll
+        for (int c = 0; c < Cfg::kOChunks; ++c) {
+            const uint8_t *tile = v_tile + (c * Cfg::kOChunkN / 64) * Cfg::BN * 128 + kk * 2048;
+            pv_gemm<kBf16, Cfg::kOChunkN>(o[c], pa[kk],
+                                          ptx::smem_desc_sw128(tile, Cfg::BN * 128, 1024));
+        }
+    }
+    ptx::wgmma_commit();
+}
+
+// The S accumulator of two 8-column tiles is the A fragment of one k-step.
+template <bool kBf16, typename Cfg>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[Cfg::BN / 16][4],
+                                       const float (&sacc)[Cfg::kSRegs]) {
+#pragma unroll
+    for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
+        pa[kk][0] = Elem<kBf16>::pack(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = Elem<kBf16>::pack(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = Elem<kBf16>::pack(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = Elem<kBf16>::pack(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+}
+
+}  // namespace fmha::sm90

@@ -1,0 +1,110 @@
+// Hopper forward kernel: the producer warp's TMA loads of Q and of the K/V ring,
+// contiguous or from a paged cache.
+#pragma once
+#include "kernels/fast_divide.h"
+#include "kernels/params.h"
+#include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/tma.cuh"
+#include "kernels/sequence.cuh"
+#include "kernels/sm90/config.cuh"
+#include "kernels/sm90/schedule.cuh"
+
+namespace fmha::sm90 {
+
+// Paged caches: where lane `lane` of the producer warp reads its chunk of key
+// tile j. The chunk's rows divide both the page and the key tile, so a chunk
+// never straddles pages. Chunks past the sequence's last page re-read that
+// page: their keys are masked and their V rows zeroed (zero_v_tail). A table
+// entry outside the pool reads as zeros (TMA bounds), never faults.
+struct PagedChunk {
+    int row;   // in its page
+    int page;  // block-table entry
+};
+
+template <typename Cfg>
+__device__ __forceinline__ PagedChunk paged_chunk(const Sm90Params &params, const Sequence &seq,
+                                                  int batch, int j, int lane) {
+    const FwdParams &p = params.fwd;
+    const int key = j * Cfg::BN + lane * params.paged_chunk_rows;
+    const int block = fast_divide(key, p.page_div);
+    const int last_block = fast_divide(max(seq.len_k - 1, 0), p.page_div);
+    const int32_t *table = p.block_table + int64_t(batch) * p.max_pages_per_seq;
+    return {key - block * p.page_size, __ldg(table + min(block, last_block))};
+}
+
+// Loads one K or V stage: `leader` arms the stage's barrier with the tile's
+// bytes, then a contiguous tile is one box per 64 columns (leader), a paged
+// one one box per 64 columns of each lane's chunk.
+template <typename Cfg, bool kPaged>
+__device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const TmaDescriptor *map,
+                                              uint8_t *stage, uint64_t *full, bool leader,
+                                              int k_row, int kv_head, int kb,
+                                              const PagedChunk &chunk, bool loads_chunk,
+                                              int lane) {
+    if (leader) ptx::mbarrier_arrive_expect_tx(full, Cfg::kKVBytes);
+    if constexpr (kPaged) {
+        __syncwarp();
+        if (loads_chunk)
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_4d(stage + b * Cfg::BN * 128 + lane * params.paged_chunk_rows * 128,
+                                 map, full, b * 64, chunk.row, kv_head, chunk.page);
+    } else {
+        for (int b = 0; b < Cfg::kBoxes; ++b)
+            ptx::tma_load_4d(stage + b * Cfg::BN * 128, map, full, b * 64, k_row, kv_head, kb);
+    }
+}
+
+// Issues every TMA load of the CTA's tiles: one thread for contiguous K/V
+// (lane 0), the whole warp for a paged cache (every lane walks the same
+// loop and barriers; lane 0 loads Q and arms the barriers).
+template <typename Cfg, bool kPaged>
+__device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg> &sm, int lane) {
+    constexpr int BM = Cfg::BM, BN = Cfg::BN, kStages = Cfg::kStages;
+    const bool leader = lane == 0;
+    if (leader) {
+        ptx::prefetch_tensor_map(&params.q);
+        ptx::prefetch_tensor_map(&params.k);
+        ptx::prefetch_tensor_map(&params.v);
+    }
+    const int shift = params.group_shift;
+    int q_iter = 0, kv_iter = 0;
+    const int stride = params.persistent ? gridDim.x : params.total_tiles;
+    for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride) {
+        const Tile tile = decode_tile(params, idx);
+        const Sequence seq = sequence_of(params.fwd, tile.batch);
+        const int m0 = tile.m_block * BM;
+        if (m0 >= tile_rows(seq, shift)) continue;  // past a shorter sequence of a varlen batch
+        const int kv_head = kv_head_of(params, tile);
+        const KeyTiles keys =
+            split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split_of(params, idx));
+        const int q_row = static_cast<int>(seq.q_row0) + (m0 >> shift);
+        const int k_row0 = static_cast<int>(seq.k_row0);
+        const int qb = q_batch_coord(params.fwd, tile.batch);
+        const int kb = k_batch_coord(params.fwd, tile.batch);
+        if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
+        ++q_iter;
+        if (leader) {
+            ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, 0, q_row,
+                                 tile.head, qb);
+        }
+        for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
+            const int s = kv_iter % kStages;
+            const int use = kv_iter / kStages;
+            // K and V share the block table: one lookup per lane serves both.
+            const bool loads_chunk = kPaged && lane < params.paged_chunks;
+            PagedChunk chunk{0, 0};
+            if (loads_chunk) chunk = paged_chunk<Cfg>(params, seq, tile.batch, j, lane);
+            const int k_row = k_row0 + j * BN;
+            if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
+            load_kv_stage<Cfg, kPaged>(params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s],
+                                       leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
+            if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
+            load_kv_stage<Cfg, kPaged>(params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s],
+                                       leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
+        }
+    }
+}
+
+}  // namespace fmha::sm90

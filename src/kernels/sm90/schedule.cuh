@@ -1,0 +1,74 @@
+// Hopper forward kernel: which tile a CTA works on, the heads and key tiles it
+// visits (packed heads, splits, windows) and the TMA coordinates of a sequence.
+#pragma once
+#include "kernels/params.h"
+#include "kernels/sequence.cuh"
+#include "kernels/tile_order.h"
+
+namespace fmha::sm90 {
+
+// Schedule (order in kernels/tile_order.h): a CTA takes tiles blockIdx.x,
+// + stride, ...: stride = gridDim.x in persistent mode (one CTA per SM; the
+// next tile's loads overlap this tile's epilogue), else the grid covers every
+// tile once.
+using Tile = TileCoord;
+
+__device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
+    const FwdParams &p = params.fwd;
+    return sm90_tile_coord(idx % params.tiles_per_split, p.num_m_blocks, params.tile_heads,
+                           p.batch, params.head_group);
+}
+
+// Packed tiles: query head of tile row `row`, or -1 for a row that pads the
+// group to a power of two (zero Q; computed, never stored).
+__device__ __forceinline__ int head_of_row(const Sm90Params &params, const Tile &tile, int row) {
+    if (params.group_shift == 0) return tile.head;
+    const int group = params.fwd.q_heads_per_kv;
+    const int g = row & ((1 << params.group_shift) - 1);
+    return g < group ? tile.head * group + g : -1;
+}
+
+// The KV head a tile reads: tiles walk KV heads when query heads are packed.
+__device__ __forceinline__ int kv_head_of(const Sm90Params &params, const Tile &tile) {
+    return params.group_shift > 0 ? tile.head : tile.head / params.fwd.q_heads_per_kv;
+}
+
+__device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
+    return idx / params.tiles_per_split;
+}
+
+// Split `split`'s share of a query block's key tiles.
+__device__ __forceinline__ KeyTiles split_key_tiles(const Sm90Params &params, KeyTiles tiles,
+                                                    int split) {
+    const KeyTiles share = sm90_split_key_tiles(tiles.count(), split, params.num_splits);
+    return KeyTiles{tiles.begin + share.begin, tiles.begin + share.end};
+}
+
+// Tile rows of a sequence: its query positions times the packed heads.
+__device__ __forceinline__ int tile_rows(const Sequence &seq, int shift) {
+    return seq.len_q << shift;
+}
+
+// The key tiles a query block must visit: from the tile of its first
+// visible key (a left window skips the earlier ones) to that of its last
+// (none when it sees no key).
+template <typename Cfg>
+__device__ __forceinline__ KeyTiles key_tiles(const Sequence &seq, int m0, int shift) {
+    int n_begin, n_end;
+    visible_key_range(seq, m0 >> shift, (min(m0 + Cfg::BM, tile_rows(seq, shift)) - 1) >> shift,
+                      &n_begin, &n_end);
+    const int end = (n_end + Cfg::BN - 1) / Cfg::BN;
+    if constexpr (!Cfg::kScoreMods) return KeyTiles{0, end};  // no left window
+    return KeyTiles{min(n_begin / Cfg::BN, end), end};
+}
+
+// TMA coordinates of a sequence's rows: packed tensors are one batch of
+// total rows, and a sequence starts at its cu_seqlens offset.
+__device__ __forceinline__ int q_batch_coord(const FwdParams &p, int batch) {
+    return p.cu_seqlens_q != nullptr ? 0 : batch;
+}
+__device__ __forceinline__ int k_batch_coord(const FwdParams &p, int batch) {
+    return p.cu_seqlens_k != nullptr ? 0 : batch;
+}
+
+}  // namespace fmha::sm90

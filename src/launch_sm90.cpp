@@ -146,6 +146,14 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     return launch_split_combine(plan, t, parts, c.num_splits, params.fwd, stream);
 }
 
+// Keys one query row sees under a left window (its right edge is the
+// diagonal under a causal mask), or -1 without one.
+int64_t window_keys(const Problem &p) {
+    if (p.window_left < 0) return -1;
+    const int64_t right = p.mask != FMHA_MASK_NONE ? 0 : std::max(p.window_right, 0);
+    return p.window_left + right + 1;
+}
+
 // Automatic split-KV, only for short queries (up to kSm90PackMaxQueryLen
 // positions, where AUTO's other choice is the decode kernel, which splits
 // too) whose query blocks fill less than half of the SMs: enough splits to
@@ -158,8 +166,7 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
         return 1;
     // A left window bounds the keys a short query's block sees.
     int64_t keys = p.seqlen_k;
-    if (p.window_left >= 0)
-        keys = std::min<int64_t>(keys, p.window_left + p.seqlen_q + std::max(p.window_right, 0) + 1);
+    if (window_keys(p) > 0) keys = std::min<int64_t>(keys, window_keys(p) + p.seqlen_q - 1);
     const int64_t key_tiles = (keys + tile.block_n - 1) / tile.block_n;
     const int64_t splits = std::min<int64_t>({dev.num_sms / tiles,
                                               key_tiles / kSm90MinSplitKeyTiles, kMaxSplits});
@@ -183,9 +190,7 @@ int64_t sm90_packed_heads(const Problem &p) {
 constexpr int64_t kSm90NarrowWindowKeys = 192;
 
 bool sm90_window_too_narrow(const Problem &p) {
-    if (p.window_left < 0) return false;  // unbounded on the left
-    const int64_t right = p.mask != FMHA_MASK_NONE ? 0 : std::max(p.window_right, 0);
-    return p.window_left + right + 1 <= kSm90NarrowWindowKeys;
+    return window_keys(p) > 0 && window_keys(p) <= kSm90NarrowWindowKeys;
 }
 
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {

@@ -801,6 +801,21 @@ def section_decode(ctx: Ctx) -> Table:
     return tab
 
 
+def to_pages(k: Any, v: Any, page: int, seed: int) -> Tuple[Any, Any, Any]:
+    """Caches [B, S, Hkv, D] (S a multiple of page) copied into shuffled pages: returns
+    (k_pages, v_pages, block_table); logical page i of sequence b (keys i*page ..
+    i*page+page-1) lives in page block_table[b][i]."""
+    b, s, hkv, d = k.shape
+    pps = s // page
+    table = torch.tensor(shuffled_block_table(b, pps, seed=seed), dtype=torch.int32, device=DEVICE)
+    idx = table.flatten().long()
+    k_pages = torch.empty((b * pps, page, hkv, d), dtype=k.dtype, device=DEVICE)
+    v_pages = torch.empty_like(k_pages)
+    k_pages[idx] = k.reshape(b * pps, page, hkv, d)
+    v_pages[idx] = v.reshape(b * pps, page, hkv, d)
+    return k_pages, v_pages, table
+
+
 def paged_row(ctx: Ctx, tab: Table, b: int, hq: int, hkv: int, s: int, t: int = 1) -> None:
     """One decode shape of t query tokens (causal bottom-right): libfmha contiguous, then
     paged with each page size, same values."""
@@ -819,15 +834,7 @@ def paged_row(ctx: Ctx, tab: Table, b: int, hq: int, hkv: int, s: int, t: int = 
     contig_ms = ctx.timer.time_ms(contig)
     for page in PAGE_SIZES:
         try:
-            pps = s // page
-            table = torch.tensor(shuffled_block_table(b, pps, seed=b * 31 + s + page), dtype=torch.int32,
-                                 device=DEVICE)
-            # Logical page i of sequence b (keys i*page .. i*page+page-1) lives in page table[b][i].
-            idx = table.flatten().long()
-            k_pages = torch.empty((b * pps, page, hkv, HEAD_DIM), dtype=k.dtype, device=DEVICE)
-            v_pages = torch.empty_like(k_pages)
-            k_pages[idx] = k.reshape(b * pps, page, hkv, HEAD_DIM)
-            v_pages[idx] = v.reshape(b * pps, page, hkv, HEAD_DIM)
+            k_pages, v_pages, table = to_pages(k, v, page, seed=b * 31 + s + page)
 
             def paged(k_pages: Any = k_pages, v_pages: Any = v_pages, table: Any = table) -> Any:
                 return fmha_kvcache(q, k_pages, v_pages, seqlens, block_table=table)
@@ -1033,14 +1040,7 @@ def section_chunked(ctx: Ctx) -> Table:
             contig_ms = ctx.timer.time_ms(contig)
             flops = sum(attention_flops(1, hq, HEAD_DIM, visible_pairs(L, L, "top_left")) for L in lengths)
             for page in PAGE_SIZES:
-                pps = cap // page
-                table = torch.tensor(shuffled_block_table(n, pps, seed=hq * 7 + page), dtype=torch.int32,
-                                     device=DEVICE)
-                idx = table.flatten().long()
-                k_pages = torch.empty((n * pps, page, hkv, HEAD_DIM), dtype=k.dtype, device=DEVICE)
-                v_pages = torch.empty_like(k_pages)
-                k_pages[idx] = kc.reshape(n * pps, page, hkv, HEAD_DIM)
-                v_pages[idx] = vc.reshape(n * pps, page, hkv, HEAD_DIM)
+                k_pages, v_pages, table = to_pages(kc, vc, page, seed=hq * 7 + page)
 
                 def paged(k_pages: Any = k_pages, v_pages: Any = v_pages, table: Any = table) -> Any:
                     return fmha.attention_with_kvcache(q, k_pages, v_pages, seqlens, block_table=table,

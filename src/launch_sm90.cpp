@@ -67,8 +67,14 @@ int64_t sm90_m_blocks(const Problem &p, int block_m) {
 // Measured on the H200 (docs/kernel-notes.md, v3-v7): a persistent grid
 // pays off where the key loop is short and per-tile setup weighs most
 // (seqlen_k <= 2048, with or without a causal mask); on long rows one tile
-// per CTA was faster.
-bool use_persistent_grid(const Problem &p) { return p.seqlen_k <= 2048; }
+// per CTA was faster. A left window of up to 2048 keys makes every key loop
+// that short whatever seqlen_k (h6: not yet measured).
+constexpr int64_t kSm90PersistentMaxKeys = 2048;
+
+bool use_persistent_grid(const Problem &p) {
+    return p.seqlen_k <= kSm90PersistentMaxKeys ||
+           (p.window_left >= 0 && p.window_left <= kSm90PersistentMaxKeys);
+}
 
 // Causal tiles differ in length, so the persistent grid walks them in
 // groups of heads whose K and V fit a slice of L2, longest blocks first

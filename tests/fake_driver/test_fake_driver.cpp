@@ -375,6 +375,24 @@ TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys, causal or
             REQUIRE(tiles > 132);  // so the two grids differ
             CHECK((long long)l.grid[0] == (sk <= 2048 ? 132 : tiles));
         }
+    // A left window of up to 2048 keys bounds every key loop: persistent too.
+    for (int32_t left : {-1, 128, 2048, 2049}) {
+        Fake &f = fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 8192, 8192);
+        d.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+        d.window_left = left;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        const fmha_tensors t = fake_tensors();
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
+        INFO("window_left " << left << ": " << i.kernel_name);
+        CHECK((long long)l.grid[0] == (left >= 0 && left <= 2048 ? 132 : tiles));
+    }
 }
 
 TEST_CASE("fake driver: fmha_run launches one kernel over every query block",

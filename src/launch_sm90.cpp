@@ -64,16 +64,30 @@ int64_t sm90_m_blocks(const Problem &p, int block_m) {
     return (p.seqlen_q * sm90_packed_heads(p) + block_m - 1) / block_m;
 }
 
+// Keys one query row sees under a left window (its right edge is the
+// diagonal under a causal mask), or -1 without one.
+int64_t window_keys(const Problem &p) {
+    if (p.window_left < 0) return -1;
+    const int64_t right = p.mask != FMHA_MASK_NONE ? 0 : std::max(p.window_right, 0);
+    return p.window_left + right + 1;
+}
+
+// The most keys a block of `positions` query positions sees: seqlen_k, or
+// fewer under a left window (its span plus the block's other rows).
+int64_t keys_per_block(const Problem &p, int64_t positions) {
+    if (window_keys(p) < 0) return p.seqlen_k;
+    return std::min<int64_t>(p.seqlen_k, window_keys(p) + positions - 1);
+}
+
 // Measured on the H200 (docs/kernel-notes.md, v3-v7): a persistent grid
 // pays off where the key loop is short and per-tile setup weighs most
 // (seqlen_k <= 2048, with or without a causal mask); on long rows one tile
-// per CTA was faster. A left window of up to 2048 keys makes every key loop
-// that short whatever seqlen_k (h6: not yet measured).
+// per CTA was faster. A left window makes every key loop short whatever
+// seqlen_k (h6: not yet measured).
 constexpr int64_t kSm90PersistentMaxKeys = 2048;
 
 bool use_persistent_grid(const Problem &p) {
-    return p.seqlen_k <= kSm90PersistentMaxKeys ||
-           (p.window_left >= 0 && p.window_left <= kSm90PersistentMaxKeys);
+    return keys_per_block(p, 128) <= kSm90PersistentMaxKeys;
 }
 
 // Causal tiles differ in length, so the persistent grid walks them in
@@ -152,14 +166,6 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     return launch_split_combine(plan, t, parts, c.num_splits, params.fwd, stream);
 }
 
-// Keys one query row sees under a left window (its right edge is the
-// diagonal under a causal mask), or -1 without one.
-int64_t window_keys(const Problem &p) {
-    if (p.window_left < 0) return -1;
-    const int64_t right = p.mask != FMHA_MASK_NONE ? 0 : std::max(p.window_right, 0);
-    return p.window_left + right + 1;
-}
-
 // Automatic split-KV, only for short queries (up to kSm90PackMaxQueryLen
 // positions, where AUTO's other choice is the decode kernel, which splits
 // too) whose query blocks fill less than half of the SMs: enough splits to
@@ -171,8 +177,7 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
     if (dev.num_sms <= 0 || p.seqlen_q > kSm90PackMaxQueryLen || tiles * 2 > dev.num_sms)
         return 1;
     // A left window bounds the keys a short query's block sees.
-    int64_t keys = p.seqlen_k;
-    if (window_keys(p) > 0) keys = std::min<int64_t>(keys, window_keys(p) + p.seqlen_q - 1);
+    const int64_t keys = keys_per_block(p, p.seqlen_q);
     const int64_t key_tiles = (keys + tile.block_n - 1) / tile.block_n;
     const int64_t splits = std::min<int64_t>({dev.num_sms / tiles,
                                               key_tiles / kSm90MinSplitKeyTiles, kMaxSplits});
@@ -213,8 +218,9 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
     const int d = static_cast<int>(p.head_dim);
-    // seqlen_k is the longest sequence's key count under varlen.
-    const bool wide_keys = d == 128 && p.seqlen_k >= kSm90WideKeysFrom;
+    // The wide tile pays on long key loops (seqlen_k is the longest sequence's
+    // key count under varlen; a left window shortens every loop).
+    const bool wide_keys = d == 128 && keys_per_block(p, 128) >= kSm90WideKeysFrom;
     const Sm90Tile tile = sm90_tile(d, wide_keys);
     if (p.paged_kv && sm90_paged_chunk_rows(p.page_size, tile.block_n) == 0)
         return fail(FMHA_STATUS_NOT_SUPPORTED,

@@ -321,7 +321,8 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
                 CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
                 const std::string name = i.kernel_name;
                 CHECK((name.find("_scoremod") != std::string::npos) == sh.scoremod);
-                CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk >= 4096));
+                // A left window shortens every key loop: no wide tile.
+                CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk >= 4096 && sh.left < 0));
             }
     // AUTO leaves the Hopper kernel for windows up to 192 keys (measured: 128
     // keys 0.86x the portable kernel, 1024 keys 1.92x); HOPPER still runs them.
@@ -349,8 +350,9 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
         const fmha_plan_info i = info_of(plan.p);
         INFO("window_left " << left << ": " << i.kernel_name << " splits " << i.num_splits);
         CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
-        // 132 SMs / 6 blocks = 22; 1000 keys are 6 tiles of 192: one split (4 tiles each).
-        CHECK(i.num_splits == (left < 0 ? 22 : 1));
+        // 132 SMs / 6 blocks = 22; under the window a block sees 1032 keys, 9 tiles
+        // of 128 (no wide tile for so short a loop): 2 splits of at least 4 tiles.
+        CHECK(i.num_splits == (left < 0 ? 22 : 2));
     }
 }
 
@@ -375,8 +377,9 @@ TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys, causal or
             REQUIRE(tiles > 132);  // so the two grids differ
             CHECK((long long)l.grid[0] == (sk <= 2048 ? 132 : tiles));
         }
-    // A left window of up to 2048 keys bounds every key loop: persistent too.
-    for (int32_t left : {-1, 128, 2048, 2049}) {
+    // A left window bounds every key loop: persistent when a 128-row block
+    // sees at most 2048 keys (window + 128).
+    for (int32_t left : {-1, 128, 1920, 1921}) {
         Fake &f = fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 8192, 8192);
         d.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
@@ -391,7 +394,9 @@ TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys, causal or
         REQUIRE(f.last_launch(&l) == 1);
         const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
         INFO("window_left " << left << ": " << i.kernel_name);
-        CHECK((long long)l.grid[0] == (left >= 0 && left <= 2048 ? 132 : tiles));
+        CHECK((long long)l.grid[0] == (left >= 0 && left <= 1920 ? 132 : tiles));
+        // and the key loop is short: hd128 keeps its 128-key tile.
+        CHECK((std::string(i.kernel_name).find("_wide") == std::string::npos) == (left >= 0));
     }
 }
 

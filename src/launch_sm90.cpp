@@ -84,7 +84,12 @@ int64_t keys_per_block(const Problem &p, int64_t positions) {
 // (seqlen_k <= 2048, with or without a causal mask); on long rows one tile
 // per CTA was faster. A left window makes every key loop short whatever
 // seqlen_k (h6: not yet measured).
+// FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS overrides it for tuning runs only.
+#ifdef FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS
+constexpr int64_t kSm90PersistentMaxKeys = FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS;
+#else
 constexpr int64_t kSm90PersistentMaxKeys = 2048;
+#endif
 
 bool use_persistent_grid(const Problem &p) {
     return keys_per_block(p, 128) <= kSm90PersistentMaxKeys;

@@ -50,7 +50,12 @@ struct Sm90Tile {
 };
 
 // Key sequences at least this long get hd128's wide key tile.
+// FMHA_SM90_TUNE_WIDE_KEYS_FROM overrides it for tuning runs only.
+#ifdef FMHA_SM90_TUNE_WIDE_KEYS_FROM
+constexpr long long kSm90WideKeysFrom = FMHA_SM90_TUNE_WIDE_KEYS_FROM;
+#else
 constexpr long long kSm90WideKeysFrom = 4096;
+#endif
 
 // `wide_keys`: the problem's key sequences reach kSm90WideKeysFrom. Measured
 // on the H200 (docs/kernel-notes.md, v6):

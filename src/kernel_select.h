@@ -44,9 +44,6 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
 // of a KV head into one M tile: their count rounded up to a power of two (1:
 // no packing; launch_sm90.cpp says when).
 int64_t sm90_packed_heads(const Problem &p);
-// True when a sliding window is so narrow that AUTO leaves the Hopper kernel
-// (which runs it, but wastes most of each 128 x 192 tile) for another.
-bool sm90_window_too_narrow(const Problem &p);
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // True when AUTO should use the decode kernel: few query rows per KV head,
 // head_dim 512, an explicit split count, or a multi-token decode whose

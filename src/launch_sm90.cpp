@@ -83,7 +83,8 @@ int64_t keys_per_block(const Problem &p, int64_t positions) {
 // pays off where the key loop is short and per-tile setup weighs most
 // (seqlen_k <= 2048, with or without a causal mask); on long rows one tile
 // per CTA was faster. A left window makes every key loop short whatever
-// seqlen_k (h6: not yet measured).
+// seqlen_k (h6, B1 H32/8 S8192 causal: windows of 128-1024 keys ran
+// 1.33-1.59x faster with this grid and the 128-key tile together).
 // FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS overrides it for tuning runs only.
 #ifdef FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS
 constexpr int64_t kSm90PersistentMaxKeys = FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS;
@@ -171,6 +172,16 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     return launch_split_combine(plan, t, parts, c.num_splits, params.fwd, stream);
 }
 
+// hd128's wide tile pays on long key loops (seqlen_k is the longest
+// sequence's key count under varlen). A left window shortens every loop, and
+// its two edges waste more of a wide tile: measured on the H200 (bench_serving
+// features, h6), a 4096-key window ran 7% faster on the 128-key tile, so
+// windowed loops take the wide tile only from twice the length.
+bool sm90_wide_keys(const Problem &p) {
+    const int64_t from = window_keys(p) < 0 ? kSm90WideKeysFrom : 2 * kSm90WideKeysFrom;
+    return keys_per_block(p, 128) >= from;
+}
+
 // Automatic split-KV, only for short queries (up to kSm90PackMaxQueryLen
 // positions, where AUTO's other choice is the decode kernel, which splits
 // too) whose query blocks fill less than half of the SMs: enough splits to
@@ -199,16 +210,6 @@ int64_t sm90_packed_heads(const Problem &p) {
     return padded;
 }
 
-// Measured on the H200 (bench_serving features, B1 H64/8 S8192 causal): a
-// 128-key window ran 0.86x the portable kernel's speed, a 1024-key window
-// 1.92x. Windows up to one wide key tile (192 keys) go elsewhere; the
-// threshold between the two measurements is not measured.
-constexpr int64_t kSm90NarrowWindowKeys = 192;
-
-bool sm90_window_too_narrow(const Problem &p) {
-    return window_keys(p) > 0 && window_keys(p) <= kSm90NarrowWindowKeys;
-}
-
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     if (p.head_dim == 512)
         return fail(FMHA_STATUS_NOT_SUPPORTED, "head_dim 512 runs on the decode kernel");
@@ -223,9 +224,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
     const int d = static_cast<int>(p.head_dim);
-    // The wide tile pays on long key loops (seqlen_k is the longest sequence's
-    // key count under varlen; a left window shortens every loop).
-    const bool wide_keys = d == 128 && keys_per_block(p, 128) >= kSm90WideKeysFrom;
+    const bool wide_keys = d == 128 && sm90_wide_keys(p);
     const Sm90Tile tile = sm90_tile(d, wide_keys);
     if (p.paged_kv && sm90_paged_chunk_rows(p.page_size, tile.block_n) == 0)
         return fail(FMHA_STATUS_NOT_SUPPORTED,

@@ -1071,7 +1071,8 @@ def section_chunked(ctx: Ctx) -> Table:
 FEATURE_ROWS = [("window 1024", 32, 8, 1024, 0.0, False), ("softcap 50", 32, 8, -1, 50.0, False),
                 ("window 128 + sinks", 64, 8, 128, 0.0, True),
                 ("window 4096 + softcap 30 + sinks", 32, 8, 4096, 30.0, True),
-                ("window 256", 32, 8, 256, 0.0, False), ("window 512", 32, 8, 512, 0.0, False)]
+                ("window 256", 32, 8, 256, 0.0, False), ("window 512", 32, 8, 512, 0.0, False),
+                ("window 32", 32, 8, 32, 0.0, False), ("window 64 + sinks", 64, 8, 64, 0.0, True)]
 FEATURE_S = 8192
 
 
@@ -1150,8 +1151,8 @@ def section_features(ctx: Ctx) -> Table:
         torch.cuda.empty_cache()
     tab.note("FLOPs: 4*D*Hq per visible (query, key) pair (a window counts only the keys it sees); plain: the same "
              "tensors, causal, no window/softcap/sinks; fmha/portable: AUTO's speed-up over the portable kernel (the "
-             "only one with these features before the Hopper kernel had them); hopper: forced, the basis of AUTO's "
-             "narrow-window rule; sinks: float32 randn * 2 per head; err (AUTO) vs a float32 reference with the "
+             "only one with these features before the Hopper kernel had them); hopper: forced (AUTO's choice "
+             "unless it shows another kernel); sinks: float32 randn * 2 per head; err (AUTO) vs a float32 reference with the "
              "same window, softcap and sinks")
     return tab
 

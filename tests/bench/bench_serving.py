@@ -1066,13 +1066,15 @@ def section_chunked(ctx: Ctx) -> Table:
     return tab
 
 
-# (label, Hq, Hkv, window_left or -1, softcap or 0, sinks) of the features section: B=1,
-# S=8192, D=128, causal (a window's right edge is the diagonal).
-FEATURE_ROWS = [("window 1024", 32, 8, 1024, 0.0, False), ("softcap 50", 32, 8, -1, 50.0, False),
-                ("window 128 + sinks", 64, 8, 128, 0.0, True),
-                ("window 4096 + softcap 30 + sinks", 32, 8, 4096, 30.0, True),
-                ("window 256", 32, 8, 256, 0.0, False), ("window 512", 32, 8, 512, 0.0, False),
-                ("window 32", 32, 8, 32, 0.0, False), ("window 64 + sinks", 64, 8, 64, 0.0, True)]
+# (label, Hq, Hkv, window_left or -1, softcap or 0, sinks, D) of the features section: B=1,
+# S=8192, causal (a window's right edge is the diagonal).
+FEATURE_ROWS = [("window 1024", 32, 8, 1024, 0.0, False, 128), ("softcap 50", 32, 8, -1, 50.0, False, 128),
+                ("window 128 + sinks", 64, 8, 128, 0.0, True, 128),
+                ("window 4096 + softcap 30 + sinks", 32, 8, 4096, 30.0, True, 128),
+                ("window 256", 32, 8, 256, 0.0, False, 128), ("window 512", 32, 8, 512, 0.0, False, 128),
+                ("window 32", 32, 8, 32, 0.0, False, 128), ("window 64 + sinks", 64, 8, 64, 0.0, True, 128),
+                ("window 128 + sinks D64", 64, 8, 128, 0.0, True, 64),
+                ("window 4096 + softcap 50", 32, 8, 4096, 50.0, False, 128)]
 FEATURE_S = 8192
 
 
@@ -1111,21 +1113,63 @@ def feature_reference(q: Any, k: Any, v: Any, left: int, softcap: float, sinks: 
     return out[None]
 
 
+class FlexPeer:
+    """torch's FlexAttention (Triton kernels from torch.compile), the peer for windows and
+    softcap: SDPA's cuDNN and flash backends take neither. Sinks have no FlexAttention
+    form, so rows with sinks show none. The window and the cap are tensors the mask and
+    score functions read, so rows of one shape share a compiled kernel."""
+
+    def __init__(self) -> None:
+        self.fn: Any = None
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            self.create_block_mask = create_block_mask
+            self.fn = torch.compile(flex_attention, dynamic=False)
+        except Exception as exc:  # pragma: no cover - depends on the torch build
+            print(f"# FlexAttention unavailable: {type(exc).__name__}: {exc}")
+            return
+        self.left = torch.zeros((), dtype=torch.int32, device=DEVICE)
+        self.cap = torch.ones((), dtype=torch.float32, device=DEVICE)
+
+        def visible(b: Any, h: Any, qi: Any, kj: Any) -> Any:
+            return (kj <= qi) & (qi - kj <= self.left)
+
+        def capped(score: Any, b: Any, h: Any, qi: Any, kj: Any) -> Any:
+            return self.cap * torch.tanh(score / self.cap)
+        self.visible, self.capped = visible, capped
+
+    def runner(self, q: Any, k: Any, v: Any, left: int, softcap: float) -> Optional[Callable[[], Any]]:
+        """A no-argument callable running FlexAttention on [1, S, H, D] tensors (valid until
+        the next runner call), or None."""
+        if self.fn is None:
+            return None
+        s = q.shape[1]
+        self.left.fill_(left if left >= 0 else s)
+        self.cap.fill_(softcap if softcap > 0 else 1.0)
+        block_mask = self.create_block_mask(self.visible, None, None, s, s, device=DEVICE)
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [1, H, S, D] views
+        gqa = q.shape[2] != k.shape[2]
+        score_mod = self.capped if softcap > 0 else None
+        return lambda: self.fn(qt, kt, vt, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
+
+
 def section_features(ctx: Ctx) -> Table:
-    tab = Table(f"features: bf16 causal prefill, B=1, S={FEATURE_S}, D={HEAD_DIM}, sliding window / softcap / sinks; "
-                "libfmha AUTO, the Hopper and portable kernels forced, and AUTO without the features (TFLOP/s)",
+    tab = Table(f"features: bf16 causal prefill, B=1, S={FEATURE_S}, D=128 unless named, sliding window / softcap / "
+                "sinks; libfmha AUTO, the Hopper and portable kernels forced, torch FlexAttention, and AUTO without the "
+                "features (TFLOP/s)",
                 [("problem", 34), ("fmha ms", 7), ("fmha TFLOP/s", 12), ("hopper TFLOP/s", 14),
-                 ("portable TFLOP/s", 16), ("fmha/portable", 13), ("plain TFLOP/s", 13), ("err", 7),
-                 ("kernel", 36)])
+                 ("portable TFLOP/s", 16), ("fmha/portable", 13), ("flex TFLOP/s", 12), ("fmha/flex", 9),
+                 ("flex err", 8), ("plain TFLOP/s", 13), ("err", 7), ("kernel", 36)])
     tab.header()
     s = FEATURE_S
     rows = FEATURE_ROWS[::2] if ctx.args.quick else FEATURE_ROWS
     on_hopper = torch.cuda.get_device_capability() == (9, 0)
-    for label, hq, hkv, left, softcap, with_sinks in rows:
+    flex = FlexPeer()
+    for label, hq, hkv, left, softcap, with_sinks, d in rows:
         full = f"H{hq}/{hkv} {label}"
         try:
-            torch.manual_seed(hq * 31 + max(left, 0) + int(softcap))
-            q, k, v = randn(1, s, hq, HEAD_DIM), randn(1, s, hkv, HEAD_DIM), randn(1, s, hkv, HEAD_DIM)
+            torch.manual_seed(hq * 31 + max(left, 0) + int(softcap) + d)
+            q, k, v = randn(1, s, hq, d), randn(1, s, hkv, d), randn(1, s, hkv, d)
             sinks = torch.randn(hq, dtype=torch.float32, device=DEVICE) * 2 if with_sinks else None
             kw: Dict[str, Any] = {"causal": "top_left", "window": (left, 0) if left >= 0 else None,
                                   "softcap": softcap or None, "sinks": sinks}
@@ -1133,18 +1177,29 @@ def section_features(ctx: Ctx) -> Table:
             def ours(kernel: str = "auto") -> Any:
                 return fmha.attention(q, k, v, kernel=kernel, **kw)
             out, kernel = call_and_get_kernel(ours)
-            err = rel_err(out, feature_reference(q, k, v, left, softcap, sinks))
+            reference = feature_reference(q, k, v, left, softcap, sinks)
+            err = rel_err(out, reference)
             del out
+            flex_ms = flex_err = None
+            flex_run = None if with_sinks else flex.runner(q, k, v, left, softcap)
+            if flex_run is not None:
+                try:
+                    flex_err = rel_err(flex_run().transpose(1, 2), reference)
+                    flex_ms = ctx.timer.time_ms(flex_run)
+                except Exception as exc:  # a peer failure is reported, not fatal
+                    print(f"# FlexAttention failed on {full}: {type(exc).__name__}: {str(exc)[:200]}")
+            del reference
             ours_ms = ctx.timer.time_ms(ours)
             hopper_ms = ctx.timer.time_ms(lambda: ours("hopper")) if on_hopper else None
             port_ms = ctx.timer.time_ms(lambda: ours("portable"))
             plain_ms = ctx.timer.time_ms(lambda: fmha.attention(q, k, v, causal="top_left"))
-            flops = attention_flops(1, hq, HEAD_DIM, causal_window_pairs(s, left))
-            flops_plain = attention_flops(1, hq, HEAD_DIM, causal_window_pairs(s, -1))
+            flops = attention_flops(1, hq, d, causal_window_pairs(s, left))
+            flops_plain = attention_flops(1, hq, d, causal_window_pairs(s, -1))
             tab.add([full, fmt(ours_ms, ".3f"), fmt(tflops(flops, ours_ms), ".1f"),
                      fmt(tflops(flops, hopper_ms), ".1f"), fmt(tflops(flops, port_ms), ".1f"),
-                     fmt(ratio(port_ms, ours_ms), ".2f"), fmt(tflops(flops_plain, plain_ms), ".1f"),
-                     ctx.err(err), kernel])
+                     fmt(ratio(port_ms, ours_ms), ".2f"), fmt(tflops(flops, flex_ms), ".1f"),
+                     fmt(ratio(flex_ms, ours_ms), ".2f"), err_str(flex_err) if flex_err is not None else "n/a",
+                     fmt(tflops(flops_plain, plain_ms), ".1f"), ctx.err(err), kernel])
         except Exception as exc:
             ctx.errors += 1
             tab.error(full, exc)
@@ -1152,8 +1207,9 @@ def section_features(ctx: Ctx) -> Table:
     tab.note("FLOPs: 4*D*Hq per visible (query, key) pair (a window counts only the keys it sees); plain: the same "
              "tensors, causal, no window/softcap/sinks; fmha/portable: AUTO's speed-up over the portable kernel (the "
              "only one with these features before the Hopper kernel had them); hopper: forced (AUTO's choice "
-             "unless it shows another kernel); sinks: float32 randn * 2 per head; err (AUTO) vs a float32 reference with the "
-             "same window, softcap and sinks")
+             "unless it shows another kernel); flex: torch.compile(flex_attention) with a block mask for the window and a "
+             "score_mod for softcap, n/a with sinks (no FlexAttention form); sinks: float32 randn * 2 per head; err (AUTO) "
+             "and flex err vs a float32 reference with the same window, softcap and sinks")
     return tab
 
 

@@ -36,13 +36,36 @@ struct Softmax {
             seq.has_hi && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row >> shift) + seq.hi;
         const bool crosses_lo = Cfg::kScoreMods && seq.has_lo &&
                                 int64_t(n0) < int64_t((first_row + 63) >> shift) + seq.lo;
-        if (crosses_end || crosses_hi || crosses_lo) {
+        if (Cfg::kScoreMods && (crosses_end || crosses_hi || crosses_lo)) {
+            // Each of the thread's two rows sees the columns [lo, hi] of the
+            // tile, relative to its first column n0 + 2t and clamped to the
+            // tile: the 64-bit index math runs once per row, and each score
+            // costs a compare pair (every tile of a narrow window is masked).
+            const int64_t col0 = n0 + 2 * t;
+            int lo[2], hi[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int64_t row = (row_base + 8 * r) >> shift;
+                int64_t last = int64_t(seq.len_k) - 1;
+                if (seq.has_hi) last = min(last, row + seq.hi);
+                const int64_t first = Cfg::kScoreMods && seq.has_lo ? row + seq.lo : col0;
+                hi[r] = static_cast<int>(max(min(last - col0, int64_t(Cfg::BN)), int64_t(-1)));
+                lo[r] = static_cast<int>(max(min(first - col0, int64_t(Cfg::BN)), int64_t(0)));
+            }
+#pragma unroll
+            for (int i = 0; i < Cfg::kSRegs; ++i) {
+                const int c = (i / 4) * 8 + (i % 2);
+                const int r = (i % 4) / 2;
+                if (c < lo[r] || c > hi[r]) s[i] = -CUDART_INF_F;
+            }
+        } else if (crosses_end || crosses_hi) {
+            // The plain kernels keep the per-score form: at their register
+            // budget (the wide tile) the per-row bounds above spill.
 #pragma unroll
             for (int i = 0; i < Cfg::kSRegs; ++i) {
                 const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);
                 const int64_t row = (row_base + 8 * ((i % 4) / 2)) >> shift;
-                const bool visible = col < seq.len_k && (!seq.has_hi || col <= row + seq.hi) &&
-                                     (!Cfg::kScoreMods || !seq.has_lo || col >= row + seq.lo);
+                const bool visible = col < seq.len_k && (!seq.has_hi || col <= row + seq.hi);
                 if (!visible) s[i] = -CUDART_INF_F;
             }
         }

@@ -13,6 +13,11 @@ struct Config {
     // Sliding windows, softcap and sinks: their own entry points, so the
     // plain kernels keep their code (the extra mask spills hd128's wide tile).
     static constexpr bool kScoreMods = kWithScoreMods;
+    // Masked tiles take per-row column bounds (softmax.cuh), except in the
+    // plain wide tile, whose register budget they exceed (38-byte spill), and
+    // the plain hd64 kernel, where they measured -2 to -3% at 4k-8k keys
+    // (+4 to +7% at 512-1024; kernel-notes h7).
+    static constexpr bool kRowMaskBounds = kWithScoreMods || (!kWideKeys && D != 64);
     static constexpr Sm90Tile kTile = sm90_tile(D, kWideKeys);
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;

@@ -36,7 +36,7 @@ struct Softmax {
             seq.has_hi && int64_t(n0 + Cfg::BN - 1) > int64_t(first_row >> shift) + seq.hi;
         const bool crosses_lo = Cfg::kScoreMods && seq.has_lo &&
                                 int64_t(n0) < int64_t((first_row + 63) >> shift) + seq.lo;
-        if (Cfg::kScoreMods && (crosses_end || crosses_hi || crosses_lo)) {
+        if (Cfg::kRowMaskBounds && (crosses_end || crosses_hi || crosses_lo)) {
             // Each of the thread's two rows sees the columns [lo, hi] of the
             // tile, relative to its first column n0 + 2t and clamped to the
             // tile: the 64-bit index math runs once per row, and each score
@@ -59,8 +59,7 @@ struct Softmax {
                 if (c < lo[r] || c > hi[r]) s[i] = -CUDART_INF_F;
             }
         } else if (crosses_end || crosses_hi) {
-            // The plain kernels keep the per-score form: at their register
-            // budget (the wide tile) the per-row bounds above spill.
+            // The plain wide tile keeps the per-score form.
 #pragma unroll
             for (int i = 0; i < Cfg::kSRegs; ++i) {
                 const int col = n0 + (i / 4) * 8 + 2 * t + (i % 2);

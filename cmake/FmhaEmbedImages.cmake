@@ -9,7 +9,9 @@ set(FMHA_NVCC_FLAGS -O3 -std=c++17 --use_fast_math -Xptxas=-warn-spills
 function(fmha_kernel_family name)
   cmake_parse_arguments(K "" "SOURCE;PTX" "ARCHS" ${ARGN})
   set(src ${CMAKE_CURRENT_SOURCE_DIR}/${K_SOURCE})
-  file(GLOB_RECURSE deps ${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/*.cuh ${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/*.h)
+  # CONFIGURE_DEPENDS: a header added later (e.g. kernels/sm90/) still
+  # triggers a rebuild of every image in an existing build directory.
+  file(GLOB_RECURSE deps CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/*.cuh ${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/*.h)
   set(outdir ${CMAKE_CURRENT_BINARY_DIR}/images)
   foreach(arch IN LISTS K_ARCHS)
     set(out ${outdir}/${name}_sm${arch}.cubin)

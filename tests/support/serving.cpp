@@ -1260,7 +1260,8 @@ std::vector<ServingCase> paged_hopper_suite() {
 }
 
 std::vector<ServingCase> hopper_feature_suite() {
-    // A 256-key local window: wider than the tiles AUTO leaves to other kernels.
+    // Causal local windows of 256 keys and of 700 (with softcap and sinks), besides
+    // the narrow two-sided and one-sided windows every feature list has.
     const std::vector<ServingFeature> features = serving_features(256, 700);
     std::vector<ServingCase> v;
     int n = 0;

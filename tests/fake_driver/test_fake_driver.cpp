@@ -289,6 +289,18 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
         }
 }
 
+// AUTO's plan for bf16 hd128 attention of seqlen_q x seqlen_k under a mask and
+// a left window (the name points at the library's static kernel table).
+fmha_plan_info windowed_plan(int64_t seqlen_q, int64_t seqlen_k, fmha_mask mask, int32_t left) {
+    fresh_fake(90);
+    fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, seqlen_q, seqlen_k);
+    d.mask = mask;
+    d.window_left = left;
+    Plan plan;
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+    return info_of(plan.p);
+}
+
 TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _scoremod entry points",
           "[cpu][fake-driver][plan]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -327,14 +339,9 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
     // AUTO keeps windows of any width on the Hopper kernel (measured, h6: it
     // beat the portable kernel from 32-key windows, 1.09x, to 1024, 2.5x).
     for (int32_t left : {0, 31, 128, 192, 1024}) {
-        fresh_fake(90);
-        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 2000, 2000);
-        d.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
-        d.window_left = left;
-        Plan autop;
-        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(autop, d));
-        INFO("window_left " << left << ": " << info_of(autop.p).kernel_name);
-        CHECK(info_of(autop.p).kernel_family == FMHA_KERNEL_HOPPER);
+        const fmha_plan_info i = windowed_plan(2000, 2000, FMHA_MASK_CAUSAL_TOP_LEFT, left);
+        INFO("window_left " << left << ": " << i.kernel_name);
+        CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
     }
     // hd128's wide tile: from 4096 keys without a left window, from 8192 keys
     // a block sees (window_left + 128) with one.
@@ -346,26 +353,15 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
     for (const WideCase &w : {WideCase{4096, -1, true}, WideCase{4095, -1, false},
                               WideCase{16384, 4096, false}, WideCase{16384, 8063, false},
                               WideCase{16384, 8064, true}, WideCase{8192, 8192, true}}) {
-        fresh_fake(90);
-        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1024, w.sk);
-        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        d.window_left = w.left;
-        Plan plan;
-        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
-        const std::string name = info_of(plan.p).kernel_name;
+        const std::string name =
+            windowed_plan(1024, w.sk, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, w.left).kernel_name;
         INFO("seqlen_k " << w.sk << " window_left " << w.left << ": " << name);
         CHECK((name.find("_wide") != std::string::npos) == w.wide);
     }
     // A left window bounds a short query's automatic split count: 32 positions x
     // 4 heads per KV head (one block per KV head, 6 blocks) over 32768 keys.
     for (int32_t left : {-1, 1000}) {
-        fresh_fake(90);
-        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 32, 32768);
-        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        d.window_left = left;
-        Plan plan;
-        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
-        const fmha_plan_info i = info_of(plan.p);
+        const fmha_plan_info i = windowed_plan(32, 32768, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, left);
         INFO("window_left " << left << ": " << i.kernel_name << " splits " << i.num_splits);
         CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
         // 132 SMs / 6 blocks = 22; under the window a block sees 1032 keys, 9 tiles

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -868,6 +869,25 @@ ServingCase with_feature(const ServingFeature &f) {
     return c;
 }
 
+// Every feature on `variants` shapes each: fill(c, variant, n) sets the head
+// dim, heads, lengths and kernel options of case n, whose dtype and layout
+// rotate with n.
+std::vector<ServingCase> feature_cases(const std::vector<ServingFeature> &features, int variants,
+                                       const std::function<void(ServingCase &, int, int)> &fill) {
+    std::vector<ServingCase> v;
+    int n = 0;
+    for (const ServingFeature &f : features)
+        for (int variant = 0; variant < variants; ++variant) {
+            ServingCase c = with_feature(f);
+            c.dtype = kDtypes[n % 2];
+            fill(c, variant, n);
+            c.layout = kLayouts[n % 3];
+            v.push_back(c);
+            ++n;
+        }
+    return v;
+}
+
 }  // namespace
 
 std::vector<ServingCase> varlen_suite() {
@@ -1262,48 +1282,39 @@ std::vector<ServingCase> paged_hopper_suite() {
 std::vector<ServingCase> hopper_feature_suite() {
     // Causal local windows of 256 keys and of 700 (with softcap and sinks), besides
     // the narrow two-sided and one-sided windows every feature list has.
-    const std::vector<ServingFeature> features = serving_features(256, 700);
-    std::vector<ServingCase> v;
-    int n = 0;
-    for (const ServingFeature &f : features)
-        for (int variant = 0; variant < 3; ++variant) {
-            ServingCase c = with_feature(f);
-            c.dtype = kDtypes[n % 2];
-            switch (variant) {
-            case 0:  // dense prefill over 4100 keys (hd128's wide tile)
-                c.head_dim = 128;
-                c.num_q_heads = 4;
-                c.num_kv_heads = 2;
-                c.q_lens = {600};
-                c.k_lens = {4100};
-                break;
-            case 1:  // varlen Q over 64-row pages + seqused_k (a sequence without keys)
-                c.head_dim = 64;
-                c.num_q_heads = 8;
-                c.num_kv_heads = 1;
-                c.varlen_q = true;
-                c.q_lens = {300, 17, 5};
-                c.keys = KeyLayout::PAGED;
-                c.page_size = 64;
-                c.seqused = {1500, 0, 40};
-                c.k_lens = {1500, 64, 64};
-                c.extra_q_rows = 1;
-                break;
-            case 2:  // 32 positions, 4 heads per KV head packed, seqused_k, 3 splits
-                c.head_dim = n % 2 ? 256 : 96;
-                c.num_q_heads = 8;
-                c.num_kv_heads = 2;
-                c.q_lens = {32, 32};
-                c.k_lens = {2000, 2000};
-                c.seqused = {2000, 613};
-                c.num_splits = 3;
-                break;
-            }
-            c.layout = kLayouts[n % 3];
-            v.push_back(c);
-            ++n;
+    auto fill = [](ServingCase &c, int variant, int n) {
+        switch (variant) {
+        case 0:  // dense prefill over 4100 keys (hd128's wide tile)
+            c.head_dim = 128;
+            c.num_q_heads = 4;
+            c.num_kv_heads = 2;
+            c.q_lens = {600};
+            c.k_lens = {4100};
+            break;
+        case 1:  // varlen Q over 64-row pages + seqused_k (a sequence without keys)
+            c.head_dim = 64;
+            c.num_q_heads = 8;
+            c.num_kv_heads = 1;
+            c.varlen_q = true;
+            c.q_lens = {300, 17, 5};
+            c.keys = KeyLayout::PAGED;
+            c.page_size = 64;
+            c.seqused = {1500, 0, 40};
+            c.k_lens = {1500, 64, 64};
+            c.extra_q_rows = 1;
+            break;
+        case 2:  // 32 positions, 4 heads per KV head packed, seqused_k, 3 splits
+            c.head_dim = n % 2 ? 256 : 96;
+            c.num_q_heads = 8;
+            c.num_kv_heads = 2;
+            c.q_lens = {32, 32};
+            c.k_lens = {2000, 2000};
+            c.seqused = {2000, 613};
+            c.num_splits = 3;
+            break;
         }
-    return seeded(v, 25000);
+    };
+    return seeded(feature_cases(serving_features(256, 700), 3, fill), 25000);
 }
 
 std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
@@ -1377,50 +1388,41 @@ std::vector<ServingCase> split_suite() {
 }
 
 std::vector<ServingCase> feature_suite() {
-    const std::vector<ServingFeature> features = serving_features(100, 64);
-    std::vector<ServingCase> v;
-    int n = 0;
-    for (const ServingFeature &f : features)
-        for (int variant = 0; variant < 3; ++variant) {
-            ServingCase c = with_feature(f);
-            c.dtype = kDtypes[n % 2];
-            switch (variant) {
-            case 0:  // single-token decode, dense cache, automatic splits
-                c.head_dim = 128;
-                c.num_q_heads = 8;
-                c.num_kv_heads = 2;
-                c.q_lens = {1, 1, 1};
-                c.k_lens = {1100, 1100, 1100};
-                c.num_splits = 0;
-                break;
-            case 1:  // 16 rows, varlen Q, paged + seqused (one sequence without keys)
-                c.head_dim = 64;
-                c.num_q_heads = 8;
-                c.num_kv_heads = 1;
-                c.varlen_q = true;
-                c.q_lens = {16, 3, 16};
-                c.keys = KeyLayout::PAGED;
-                c.page_size = 32;
-                c.seqused = {900, 0, 20};
-                c.k_lens = {910, 32, 40};
-                c.extra_q_rows = 1;
-                c.num_splits = 0;
-                break;
-            case 2:  // 4 rows, dense + seqused, 3 splits (hd512 every other feature)
-                c.head_dim = n % 2 ? 512 : 256;
-                c.num_q_heads = 8;
-                c.num_kv_heads = n % 2 ? 1 : 4;
-                c.q_lens = {4, 4};
-                c.k_lens = {1000, 1000};
-                c.seqused = {1000, 513};
-                c.num_splits = 3;
-                break;
-            }
-            c.layout = kLayouts[n % 3];
-            v.push_back(c);
-            ++n;
+    auto fill = [](ServingCase &c, int variant, int n) {
+        switch (variant) {
+        case 0:  // single-token decode, dense cache, automatic splits
+            c.head_dim = 128;
+            c.num_q_heads = 8;
+            c.num_kv_heads = 2;
+            c.q_lens = {1, 1, 1};
+            c.k_lens = {1100, 1100, 1100};
+            c.num_splits = 0;
+            break;
+        case 1:  // 16 rows, varlen Q, paged + seqused (one sequence without keys)
+            c.head_dim = 64;
+            c.num_q_heads = 8;
+            c.num_kv_heads = 1;
+            c.varlen_q = true;
+            c.q_lens = {16, 3, 16};
+            c.keys = KeyLayout::PAGED;
+            c.page_size = 32;
+            c.seqused = {900, 0, 20};
+            c.k_lens = {910, 32, 40};
+            c.extra_q_rows = 1;
+            c.num_splits = 0;
+            break;
+        case 2:  // 4 rows, dense + seqused, 3 splits (hd512 every other feature)
+            c.head_dim = n % 2 ? 512 : 256;
+            c.num_q_heads = 8;
+            c.num_kv_heads = n % 2 ? 1 : 4;
+            c.q_lens = {4, 4};
+            c.k_lens = {1000, 1000};
+            c.seqused = {1000, 513};
+            c.num_splits = 3;
+            break;
         }
-    return seeded(v, 24000);
+    };
+    return seeded(feature_cases(serving_features(100, 64), 3, fill), 24000);
 }
 
 std::vector<ServingCase> sanitize_suite() {

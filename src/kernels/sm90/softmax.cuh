@@ -3,6 +3,7 @@
 #pragma once
 #include <math_constants.h>
 
+#include "kernels/mask_bounds.h"
 #include "kernels/params.h"
 #include "kernels/ptx/math.cuh"
 #include "kernels/sequence.cuh"
@@ -41,22 +42,17 @@ struct Softmax {
             // tile, relative to its first column n0 + 2t and clamped to the
             // tile: the 64-bit index math runs once per row, and each score
             // costs a compare pair (every tile of a narrow window is masked).
-            const int64_t col0 = n0 + 2 * t;
-            int lo[2], hi[2];
+            ColumnRange cols[2];
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int64_t row = (row_base + 8 * r) >> shift;
-                int64_t last = int64_t(seq.len_k) - 1;
-                if (seq.has_hi) last = min(last, row + seq.hi);
-                const int64_t first = Cfg::kScoreMods && seq.has_lo ? row + seq.lo : col0;
-                hi[r] = static_cast<int>(max(min(last - col0, int64_t(Cfg::BN)), int64_t(-1)));
-                lo[r] = static_cast<int>(max(min(first - col0, int64_t(Cfg::BN)), int64_t(0)));
-            }
+            for (int r = 0; r < 2; ++r)
+                cols[r] = visible_columns((row_base + 8 * r) >> shift, n0 + 2 * t, seq.len_k,
+                                          seq.has_hi, seq.hi, Cfg::kScoreMods && seq.has_lo,
+                                          seq.lo, Cfg::BN);
 #pragma unroll
             for (int i = 0; i < Cfg::kSRegs; ++i) {
                 const int c = (i / 4) * 8 + (i % 2);
                 const int r = (i % 4) / 2;
-                if (c < lo[r] || c > hi[r]) s[i] = -CUDART_INF_F;
+                if (c < cols[r].lo || c > cols[r].hi) s[i] = -CUDART_INF_F;
             }
         } else if (crosses_end || crosses_hi) {
             // The plain wide tile keeps the per-score form.

@@ -8,6 +8,7 @@
 // in registers and becomes the A operand of P·V.
 #include <math_constants.h>
 
+#include "kernels/mask_bounds.h"
 #include "kernels/numeric.cuh"
 #include "kernels/params.h"
 #include "kernels/ptx/math.cuh"
@@ -141,13 +142,20 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
         const bool crosses_hi = seq.has_hi && int64_t(n0 + BN - 1) > m0 + seq.hi;
         const bool crosses_lo = seq.has_lo && int64_t(n0) < int64_t(m0 + BM - 1) + seq.lo;
         if (crosses_end || crosses_hi || crosses_lo) {
+            // The visible columns of the thread's two rows, once per row; a
+            // compare pair per score (kernels/mask_bounds.h).
+            ColumnRange cols[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+                cols[r] = visible_columns(m0 + warp_row + g + 8 * r, n0 + 2 * t, seq.len_k,
+                                          seq.has_hi, seq.hi, seq.has_lo, seq.lo, BN);
 #pragma unroll
             for (int nt = 0; nt < Cfg::kSTiles; ++nt) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int col = n0 + nt * 8 + 2 * t + (e & 1);
-                    const int64_t row = m0 + warp_row + g + (e >= 2 ? 8 : 0);
-                    if (!seq.visible(row, col)) s[nt][e] = -CUDART_INF_F;
+                    const int c = nt * 8 + (e & 1);
+                    const ColumnRange &r = cols[e >= 2];
+                    if (c < r.lo || c > r.hi) s[nt][e] = -CUDART_INF_F;
                 }
             }
         }

@@ -24,23 +24,31 @@ namespace {
 // its rows are stored row by row.
 constexpr int64_t kSm90PackMaxQueryLen = 256;
 
-// Entry points of fmha_fwd_sm90.cu: [bf16][head dim][wide][score modifiers].
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool wide_keys, bool score_mods) {
-    static const char *const kNames[2][4][2][2] = {
-        {{{"fmha_fwd_sm90_fp16_hd64", "fmha_fwd_sm90_fp16_hd64_scoremod"}, {nullptr, nullptr}},
-         {{"fmha_fwd_sm90_fp16_hd96", "fmha_fwd_sm90_fp16_hd96_scoremod"}, {nullptr, nullptr}},
+// Entry points of fmha_fwd_sm90.cu: [bf16][head dim][Sm90Shape][score modifiers].
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
+    static const char *const kNames[2][4][3][2] = {
+        {{{"fmha_fwd_sm90_fp16_hd64", "fmha_fwd_sm90_fp16_hd64_scoremod"}, {nullptr, nullptr},
+          {nullptr, "fmha_fwd_sm90_fp16_hd64_narrow_scoremod"}},
+         {{"fmha_fwd_sm90_fp16_hd96", "fmha_fwd_sm90_fp16_hd96_scoremod"}, {nullptr, nullptr},
+          {nullptr, nullptr}},
          {{"fmha_fwd_sm90_fp16_hd128", "fmha_fwd_sm90_fp16_hd128_scoremod"},
-          {"fmha_fwd_sm90_fp16_hd128_wide", "fmha_fwd_sm90_fp16_hd128_wide_scoremod"}},
-         {{"fmha_fwd_sm90_fp16_hd256", "fmha_fwd_sm90_fp16_hd256_scoremod"}, {nullptr, nullptr}}},
-        {{{"fmha_fwd_sm90_bf16_hd64", "fmha_fwd_sm90_bf16_hd64_scoremod"}, {nullptr, nullptr}},
-         {{"fmha_fwd_sm90_bf16_hd96", "fmha_fwd_sm90_bf16_hd96_scoremod"}, {nullptr, nullptr}},
+          {"fmha_fwd_sm90_fp16_hd128_wide", "fmha_fwd_sm90_fp16_hd128_wide_scoremod"},
+          {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_fp16_hd256", "fmha_fwd_sm90_fp16_hd256_scoremod"}, {nullptr, nullptr},
+          {nullptr, nullptr}}},
+        {{{"fmha_fwd_sm90_bf16_hd64", "fmha_fwd_sm90_bf16_hd64_scoremod"}, {nullptr, nullptr},
+          {nullptr, "fmha_fwd_sm90_bf16_hd64_narrow_scoremod"}},
+         {{"fmha_fwd_sm90_bf16_hd96", "fmha_fwd_sm90_bf16_hd96_scoremod"}, {nullptr, nullptr},
+          {nullptr, nullptr}},
          {{"fmha_fwd_sm90_bf16_hd128", "fmha_fwd_sm90_bf16_hd128_scoremod"},
-          {"fmha_fwd_sm90_bf16_hd128_wide", "fmha_fwd_sm90_bf16_hd128_wide_scoremod"}},
-         {{"fmha_fwd_sm90_bf16_hd256", "fmha_fwd_sm90_bf16_hd256_scoremod"}, {nullptr, nullptr}}}};
+          {"fmha_fwd_sm90_bf16_hd128_wide", "fmha_fwd_sm90_bf16_hd128_wide_scoremod"},
+          {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_bf16_hd256", "fmha_fwd_sm90_bf16_hd256_scoremod"}, {nullptr, nullptr},
+          {nullptr, nullptr}}}};
     const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
                     : head_dim == 256 ? 3 : -1;
-    if (index < 0) return nullptr;
-    return kNames[dtype == FMHA_DTYPE_BF16][index][wide_keys][score_mods];
+    if (index < 0 || shape < 0 || shape > 2) return nullptr;
+    return kNames[dtype == FMHA_DTYPE_BF16][index][shape][score_mods];
 }
 
 // TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
@@ -182,6 +190,21 @@ bool sm90_wide_keys(const Problem &p) {
     return keys_per_block(p, 128) >= from;
 }
 
+// hd64 under a narrow left window takes 128-row blocks: a 192-row block sees
+// its window plus 191 keys, a 128-row one 64 fewer, for the same window per
+// row (h8). FMHA_SM90_TUNE_NARROW_ROWS_MAX_KEYS overrides the bound (keys a
+// 128-row block sees) for tuning runs only; not yet measured.
+#ifdef FMHA_SM90_TUNE_NARROW_ROWS_MAX_KEYS
+constexpr int64_t kSm90NarrowRowsMaxKeys = FMHA_SM90_TUNE_NARROW_ROWS_MAX_KEYS;
+#else
+constexpr int64_t kSm90NarrowRowsMaxKeys = 1024;
+#endif
+
+bool sm90_narrow_rows(const Problem &p) {
+    return p.head_dim == 64 && window_keys(p) > 0 &&
+           keys_per_block(p, 128) <= kSm90NarrowRowsMaxKeys;
+}
+
 // Automatic split-KV, only for short queries (up to kSm90PackMaxQueryLen
 // positions, where AUTO's other choice is the decode kernel, which splits
 // too) whose query blocks fill less than half of the SMs: enough splits to
@@ -224,8 +247,10 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
     const int d = static_cast<int>(p.head_dim);
-    const bool wide_keys = d == 128 && sm90_wide_keys(p);
-    const Sm90Tile tile = sm90_tile(d, wide_keys);
+    const int shape = d == 128 && sm90_wide_keys(p) ? kSm90WideKeys
+                    : sm90_narrow_rows(p)            ? kSm90NarrowRows
+                                                     : kSm90Default;
+    const Sm90Tile tile = sm90_tile(d, shape);
     if (p.paged_kv && sm90_paged_chunk_rows(p.page_size, tile.block_n) == 0)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "descriptor.page_size is %d: the Hopper kernel reads pages in TMA boxes of "
@@ -243,10 +268,10 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     // Windows, softcap and sinks take the entry points that mask window
     // edges, cap scores and add sinks; the plain ones stay as they were.
     c.kernel_name =
-        kernel_name(p.dtype, p.head_dim, wide_keys, p.has_window() || p.softcap > 0.0f || p.sinks);
+        kernel_name(p.dtype, p.head_dim, shape, p.has_window() || p.softcap > 0.0f || p.sinks);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
-    c.threads = sm90_threads(d);
+    c.threads = sm90_threads(d, shape);
     c.smem_bytes = sm90_smem_bytes(tile);
     c.num_splits = splits;
     c.workspace_bytes = split_workspace(p, splits).total();

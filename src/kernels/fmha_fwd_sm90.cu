@@ -232,9 +232,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the stores
 }
 
-template <bool kBf16, int D, bool kWideKeys, bool kScoreMods>
+template <bool kBf16, int D, int kShape, bool kScoreMods>
 __device__ __forceinline__ void forward(const Sm90Params &params) {
-    using Cfg = Config<D, kWideKeys, kScoreMods>;
+    using Cfg = Config<D, kShape, kScoreMods>;
     extern __shared__ uint8_t smem_raw[];
     const Smem<Cfg> sm(smem_raw);
     if (threadIdx.x == 0) {
@@ -266,25 +266,27 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 
 }  // namespace fmha::sm90
 
-// Entry points per (dtype, head dim, key tile), each plain and with score
+// Entry points per (dtype, head dim, tile shape), each plain and with score
 // modifiers (`_scoremod`: sliding windows, softcap, sinks); named in
-// launch_sm90.cpp.
-#define FMHA_SM90_ENTRY(name, bf16, d, wide, mods)                                      \
-    extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d), 1)              \
+// launch_sm90.cpp. hd64's narrow-row tile serves windows only.
+#define FMHA_SM90_ENTRY(name, bf16, d, shape, mods)                                     \
+    extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d, shape), 1)       \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
-        fmha::sm90::forward<bf16, d, wide, mods>(params);                               \
+        fmha::sm90::forward<bf16, d, shape, mods>(params);                              \
     }
-#define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, wide)                                    \
-    FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, wide, false)           \
-    FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, wide, true)
+#define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
+    FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
+    FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
 
-FMHA_SM90_ENTRIES(bf16, true, 64, , false)
-FMHA_SM90_ENTRIES(bf16, true, 96, , false)
-FMHA_SM90_ENTRIES(bf16, true, 128, , false)
-FMHA_SM90_ENTRIES(bf16, true, 128, _wide, true)
-FMHA_SM90_ENTRIES(bf16, true, 256, , false)
-FMHA_SM90_ENTRIES(fp16, false, 64, , false)
-FMHA_SM90_ENTRIES(fp16, false, 96, , false)
-FMHA_SM90_ENTRIES(fp16, false, 128, , false)
-FMHA_SM90_ENTRIES(fp16, false, 128, _wide, true)
-FMHA_SM90_ENTRIES(fp16, false, 256, , false)
+FMHA_SM90_ENTRIES(bf16, true, 64, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(bf16, true, 96, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(bf16, true, 128, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(bf16, true, 128, _wide, fmha::kSm90WideKeys)
+FMHA_SM90_ENTRIES(bf16, true, 256, , fmha::kSm90Default)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64_narrow_scoremod, true, 64, fmha::kSm90NarrowRows, true)
+FMHA_SM90_ENTRIES(fp16, false, 64, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(fp16, false, 96, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(fp16, false, 128, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(fp16, false, 128, _wide, fmha::kSm90WideKeys)
+FMHA_SM90_ENTRIES(fp16, false, 256, , fmha::kSm90Default)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_narrow_scoremod, false, 64, fmha::kSm90NarrowRows, true)

@@ -73,11 +73,17 @@ constexpr Sm90Tile kSm90WideTile{128, FMHA_SM90_TUNE_WIDE_KEYS, 2, FMHA_SM90_TUN
 constexpr Sm90Tile kSm90WideTile{128, 192, 2, 2, 128, false, 0};
 #endif
 
-FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, bool wide_keys) {
+// Tile shapes besides a head dim's default: hd128's wide key tile (above),
+// and hd64's 128-row tile for narrow windows, where a 192-row block sees 64
+// more keys per row than its rows can use (h8).
+enum Sm90Shape : int { kSm90Default = 0, kSm90WideKeys = 1, kSm90NarrowRows = 2 };
+
+FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, int shape) {
     return head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
+         : head_dim == 64 && shape == kSm90NarrowRows ? Sm90Tile{128, 128, 2, 2, 64, true, 128 * 64 * 2}
          : head_dim == 64  ? Sm90Tile{192, 128, 3, 2, 64, true, 192 * 64 * 2}
-         : head_dim == 128 && wide_keys ? kSm90WideTile
-                                        : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
+         : head_dim == 128 && shape == kSm90WideKeys ? kSm90WideTile
+                                                     : Sm90Tile{128, 128, 2, 2, 128, true, 128 * 128 * 2};
 }
 
 // Paged KV on the Hopper kernel: rows per TMA box of a page, the largest of
@@ -94,8 +100,8 @@ FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n)
     return 0;
 }
 
-FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim) {
-    return 128 * (1 + sm90_tile(head_dim, false).consumers);
+FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim, int shape) {
+    return 128 * (1 + sm90_tile(head_dim, shape).consumers);
 }
 
 // Q, then `stages` K tiles, then `stages` V tiles, then O (if separate),

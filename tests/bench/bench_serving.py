@@ -1074,6 +1074,7 @@ FEATURE_ROWS = [("window 1024", 32, 8, 1024, 0.0, False, 128), ("softcap 50", 32
                 ("window 256", 32, 8, 256, 0.0, False, 128), ("window 512", 32, 8, 512, 0.0, False, 128),
                 ("window 32", 32, 8, 32, 0.0, False, 128), ("window 64 + sinks", 64, 8, 64, 0.0, True, 128),
                 ("window 128 + sinks D64", 64, 8, 128, 0.0, True, 64),
+                ("window 512 + sinks D64", 64, 8, 512, 0.0, True, 64), ("window 2048 D64", 64, 8, 2048, 0.0, False, 64),
                 ("window 4096 + softcap 50", 32, 8, 4096, 50.0, False, 128)]
 FEATURE_S = 8192
 

@@ -335,7 +335,31 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
                 CHECK((name.find("_scoremod") != std::string::npos) == sh.scoremod);
                 // A left window shortens every key loop: no wide tile.
                 CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk >= 4096 && sh.left < 0));
+                // hd64 under a narrow window: 128-row blocks.
+                CHECK((name.find("_narrow") != std::string::npos) == (hd == 64 && sh.left >= 0));
             }
+    // The narrow-row tile: up to 1024 keys per 128-row block (window + 128),
+    // 128 rows and 384 threads per CTA; the kernel's launch agrees.
+    for (int32_t left : {0, 127, 896, 897, 4096}) {
+        Fake &f = fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 64, Layout::BSHD, 1000, 5000);
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.window_left = left;
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        const bool narrow = left <= 896;
+        INFO("window_left " << left << ": " << i.kernel_name);
+        CHECK((std::string(i.kernel_name) == "fmha_fwd_sm90_bf16_hd64_narrow_scoremod") == narrow);
+        CHECK(i.tile_m == (narrow ? 128 : 192));
+        CHECK(i.threads_per_cta == (narrow ? 384 : 512));
+        const fmha_tensors t = fake_tensors();
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        CHECK(std::string(l.kernel) == i.kernel_name);
+        CHECK(l.block[0] == static_cast<unsigned>(i.threads_per_cta));
+    }
     // AUTO keeps windows of any width on the Hopper kernel (measured, h6: it
     // beat the portable kernel from 32-key windows, 1.09x, to 1024, 2.5x).
     for (int32_t left : {0, 31, 128, 192, 1024}) {

@@ -7,9 +7,10 @@
 
 namespace fmha::sm90 {
 
-template <int kHeadDim, bool kWideKeys, bool kWithScoreMods>
+template <int kHeadDim, int kShape, bool kWithScoreMods>
 struct Config {
     static constexpr int D = kHeadDim;
+    // kShape: a Sm90Shape (tile_traits.h).
     // Sliding windows, softcap and sinks: their own entry points, so the
     // plain kernels keep their code (the extra mask spills hd128's wide tile).
     static constexpr bool kScoreMods = kWithScoreMods;
@@ -17,8 +18,9 @@ struct Config {
     // plain wide tile, whose register budget they exceed (38-byte spill), and
     // the plain hd64 kernel, where they measured -2 to -3% at 4k-8k keys
     // (+4 to +7% at 512-1024; kernel-notes h7).
-    static constexpr bool kRowMaskBounds = kWithScoreMods || (!kWideKeys && D != 64);
-    static constexpr Sm90Tile kTile = sm90_tile(D, kWideKeys);
+    static constexpr bool kRowMaskBounds =
+        kWithScoreMods || (kShape != kSm90WideKeys && D != 64);
+    static constexpr Sm90Tile kTile = sm90_tile(D, kShape);
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;
     static constexpr int kConsumers = kTile.consumers;
@@ -47,7 +49,7 @@ struct Config {
     static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
     static_assert(BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
                   "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
-    static_assert(sm90_threads(D) == kThreads, "launch and kernel agree on the CTA size");
+    static_assert(sm90_threads(D, kShape) == kThreads, "launch and kernel agree on the CTA size");
     static_assert(sm90_smem_bytes(kTile) <= 227 * 1024, "fits one CTA's shared memory");
 };
 

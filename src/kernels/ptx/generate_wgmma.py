@@ -2,7 +2,7 @@
 """Writes wgmma.cuh: wgmma.mma_async wrappers whose long operand lists are
 tedious by hand. Run after editing: python3 generate_wgmma.py > wgmma.cuh"""
 
-SS_SHAPES = (64, 80, 128, 176, 192)  # N of m64nNk16 with A from shared memory (S = Q·Kᵀ tiles)
+SS_SHAPES = (32, 64, 80, 128, 176, 192)  # N of m64nNk16 with A from shared memory (S = Q·Kᵀ tiles)
 RS_SHAPES = (64, 128)  # A from registers (O += P·V, issued in 64- or 128-column chunks)
 
 

@@ -6,6 +6,24 @@
 
 namespace fmha::ptx {
 
+#define FMHA_WGMMA_D32(d) \
+    "+f"(d[0]), \
+    "+f"(d[1]), \
+    "+f"(d[2]), \
+    "+f"(d[3]), \
+    "+f"(d[4]), \
+    "+f"(d[5]), \
+    "+f"(d[6]), \
+    "+f"(d[7]), \
+    "+f"(d[8]), \
+    "+f"(d[9]), \
+    "+f"(d[10]), \
+    "+f"(d[11]), \
+    "+f"(d[12]), \
+    "+f"(d[13]), \
+    "+f"(d[14]), \
+    "+f"(d[15])
+
 #define FMHA_WGMMA_D64(d) \
     "+f"(d[0]), \
     "+f"(d[1]), \
@@ -335,6 +353,22 @@ namespace fmha::ptx {
     "+f"(d[93]), \
     "+f"(d[94]), \
     "+f"(d[95])
+
+// D[64x32] (+)= A[64x16] * B[16x32], A from shared memory.
+template <bool kBf16, int kTransB>
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t a_desc,
+                                                  uint64_t b_desc, int accumulate) {
+        if constexpr (kBf16 == true) asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, %19;\n}\n"
+            : FMHA_WGMMA_D32(d)
+            : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(kTransB));
+        if constexpr (kBf16 == false) asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, %19;\n}\n"
+            : FMHA_WGMMA_D32(d)
+            : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(kTransB));
+}
 
 // D[64x64] (+)= A[64x16] * B[16x64], A from shared memory.
 template <bool kBf16, int kTransB>

@@ -37,7 +37,7 @@ fmha_status portable_configure(const Problem &p, KernelChoice *out) {
     if (p.head_dim == 512 || p.num_splits > 1)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "head_dim %lld / num_splits %d: head_dim 512 and split-KV run on the "
-                    "decode kernel",
+                    "decode and Hopper kernels",
                     (long long)p.head_dim, p.num_splits);
     const TileShape tile = portable_tile(static_cast<int>(p.head_dim));
     const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;

@@ -20,13 +20,14 @@ namespace {
 // Packing pays while a query is short enough that its rows alone would leave
 // most of a 128-row M tile empty, and K/V would be read once per query head.
 // The TMA box takes 64 / P positions per warpgroup for the group padded to a
-// power of two P, so groups up to 64. Packed (varlen) Q packs the same way;
-// its rows are stored row by row.
+// power of two P, so groups up to 64; hd512's 64-row blocks also take P = 128
+// as two boxes of one position (sm90_max_packed_group). Packed (varlen) Q
+// packs the same way; its rows are stored row by row.
 constexpr int64_t kSm90PackMaxQueryLen = 256;
 
 // Entry points of fmha_fwd_sm90.cu: [bf16][head dim][Sm90Shape][score modifiers].
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
-    static const char *const kNames[2][4][3][2] = {
+    static const char *const kNames[2][5][3][2] = {
         {{{"fmha_fwd_sm90_fp16_hd64", "fmha_fwd_sm90_fp16_hd64_scoremod"}, {nullptr, nullptr},
           {nullptr, "fmha_fwd_sm90_fp16_hd64_narrow_scoremod"}},
          {{"fmha_fwd_sm90_fp16_hd96", "fmha_fwd_sm90_fp16_hd96_scoremod"}, {nullptr, nullptr},
@@ -35,6 +36,8 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
           {"fmha_fwd_sm90_fp16_hd128_wide", "fmha_fwd_sm90_fp16_hd128_wide_scoremod"},
           {nullptr, nullptr}},
          {{"fmha_fwd_sm90_fp16_hd256", "fmha_fwd_sm90_fp16_hd256_scoremod"}, {nullptr, nullptr},
+          {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_fp16_hd512", "fmha_fwd_sm90_fp16_hd512_scoremod"}, {nullptr, nullptr},
           {nullptr, nullptr}}},
         {{{"fmha_fwd_sm90_bf16_hd64", "fmha_fwd_sm90_bf16_hd64_scoremod"}, {nullptr, nullptr},
           {nullptr, "fmha_fwd_sm90_bf16_hd64_narrow_scoremod"}},
@@ -44,9 +47,11 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
           {"fmha_fwd_sm90_bf16_hd128_wide", "fmha_fwd_sm90_bf16_hd128_wide_scoremod"},
           {nullptr, nullptr}},
          {{"fmha_fwd_sm90_bf16_hd256", "fmha_fwd_sm90_bf16_hd256_scoremod"}, {nullptr, nullptr},
+          {nullptr, nullptr}},
+         {{"fmha_fwd_sm90_bf16_hd512", "fmha_fwd_sm90_bf16_hd512_scoremod"}, {nullptr, nullptr},
           {nullptr, nullptr}}}};
     const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
-                    : head_dim == 256 ? 3 : -1;
+                    : head_dim == 256 ? 3 : head_dim == 512 ? 4 : -1;
     if (index < 0 || shape < 0 || shape > 2) return nullptr;
     return kNames[dtype == FMHA_DTYPE_BF16][index][shape][score_mods];
 }
@@ -227,15 +232,15 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
 
 int64_t sm90_packed_heads(const Problem &p) {
     const int64_t group = p.num_q_heads / p.num_kv_heads;
-    if (group < 2 || group > 64 || p.seqlen_q > kSm90PackMaxQueryLen) return 1;
+    if (group < 2 || group > sm90_max_packed_group(static_cast<int>(p.head_dim)) ||
+        p.seqlen_q > kSm90PackMaxQueryLen)
+        return 1;
     int64_t padded = 2;
     while (padded < group) padded *= 2;
     return padded;
 }
 
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
-    if (p.head_dim == 512)
-        return fail(FMHA_STATUS_NOT_SUPPORTED, "head_dim 512 runs on the decode kernel");
     // K/V as TMA sees them: a pool of pages, packed rows, or batch x seqlen_k.
     const int64_t q_batch = p.varlen_q ? 1 : p.batch;
     const int64_t k_batch = p.paged_kv ? p.num_pages : p.varlen_k ? 1 : p.batch;

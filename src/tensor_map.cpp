@@ -1,5 +1,7 @@
 #include "tensor_map.h"
 
+#include <algorithm>
+
 #include "errors.h"
 
 namespace fmha {
@@ -66,7 +68,10 @@ fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_
                              {seqlen, strides.seq},
                              {heads / group, strides.head * group},
                              {batch, strides.batch}};
-    const cuuint32_t box[5] = {64, cuuint32_t(box_group), cuuint32_t(box_rows / box_group), 1, 1};
+    // box_rows / box_group positions of the whole group, or (a group wider
+    // than the box) box_rows of its heads at one position.
+    const int64_t box_heads = std::min<int64_t>(box_group, box_rows);
+    const cuuint32_t box[5] = {64, cuuint32_t(box_heads), cuuint32_t(box_rows / box_heads), 1, 1};
     return encode(drv, map, dtype, base, dim, 5, outer, box, strides, name);
 }
 

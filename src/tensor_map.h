@@ -21,8 +21,10 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
 // box of `box_rows` rows takes box_rows / box_group positions of one group
 // with box_group >= group heads innermost, so box row r is position
 // r / box_group, head r % box_group; heads past the group read as zeros and
-// are not written. group == box_group == 1 describes the 4-D layout above
-// with one more dimension.
+// are not written. A group wider than the box (box_group > box_rows) is
+// taken box_rows heads at a time at one position; the kernel then starts the
+// box at a head inside the group. group == box_group == 1 describes the 4-D
+// layout above with one more dimension.
 fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
                                       const void *base, int64_t dim, int64_t seqlen,
                                       int64_t heads, int64_t batch, const fmha_strides &strides,

@@ -141,12 +141,14 @@ typedef enum fmha_kernel_family {
     FMHA_KERNEL_PORTABLE = 1,
     /** The Hopper TMA + wgmma kernel (sm_90 devices only). Queries of up to
      *  256 positions get the query heads of a KV head packed into one tile
-     *  (2-64 of them, padded to a power of two), and their keys may be
-     *  split. Reads a paged KV cache whose page_size is a multiple of 16. */
+     *  (2-64 of them, 2-128 at head_dim 512, padded to a power of two), and
+     *  their keys may be split. Reads a paged KV cache whose page_size is a
+     *  multiple of 16. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for short
-     *  seqlen_q, for head_dim 512 and when num_splits >= 2. */
+     *  seqlen_q, when num_splits >= 2, and for head_dim 512 where the Hopper
+     *  kernel does not run. */
     FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 
@@ -236,7 +238,8 @@ typedef struct fmha_descriptor {
     int64_t seqlen_q;      /**< >= 1. */
     int64_t seqlen_k;      /**< >= 1. */
     int64_t head_dim;      /**< Head dim of Q and K: 64, 96, 128, 256, or 512
-                                (512: the decode kernel, any seqlen_q). */
+                                (512: the decode and Hopper kernels, any
+                                seqlen_q; not the portable kernel). */
     int64_t head_dim_v;    /**< Head dim of V and O; 0 means head_dim. This
                                 version supports only head_dim_v == head_dim. */
     fmha_strides q_strides;

@@ -47,9 +47,6 @@ namespace fmha::sm90 {
 #endif
 constexpr bool kPingPong = FMHA_SM90_PING_PONG != 0;
 
-// Named barriers: 1 + consumer (one warpgroup's 128 threads), 6 (every
-// consumer, V tail zeroing), 8 + consumer (ping-pong turns).
-constexpr int kZeroTailBarrier = 6;
 
 // Zeroes key rows [first_row, BN) of a V stage, split over the consumer
 // warpgroups, which then meet at a barrier. A sequence's last key tile may
@@ -67,7 +64,7 @@ __device__ __forceinline__ void zero_v_tail(uint8_t *v_stage, int first_row, int
                                    (rem % 8) * 16) = make_uint4(0, 0, 0, 0);
     }
     ptx::fence_proxy_async_shared();  // generic writes, then wgmma reads
-    ptx::named_barrier_sync(kZeroTailBarrier, 128 * Cfg::kConsumers);
+    ptx::named_barrier_sync(kConsumersBarrier, 128 * Cfg::kConsumers);
 }
 
 // Ping-pong: the consumer warpgroups take turns issuing their GEMMs (named
@@ -105,8 +102,13 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     const int lane = tid % 32;
     const int g = lane / 4;
     const int t = lane % 4;
-    const uint8_t *q_mine = sm.q + consumer * 64 * 128;  // this warpgroup's rows in each Q box
-    uint8_t *o_mine = sm.o + consumer * 64 * 128;
+    // This warpgroup's rows in each Q (and O) box; under split D every
+    // consumer reads all rows and P·V reads the V boxes of its O columns.
+    const int row_offset = consumer * Cfg::kConsumerRows;
+    const uint8_t *q_mine = sm.q + row_offset * 128;
+    uint8_t *o_mine = sm.o + row_offset * 128;
+    const int col0 = Cfg::kSplitD ? consumer * Cfg::kDv : 0;  // first O column owned
+    const int v_cols = col0 / 64 * BN * 128;
     Turns<Cfg> turns{consumer};
     const int shift = params.group_shift;
 
@@ -123,7 +125,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             --q_iter;
             continue;
         }
-        const int first_row = m0 + consumer * 64;
+        const int first_row = m0 + row_offset;
         const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
         const int split = split_of(params, idx);
         const KeyTiles keys = split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split);
@@ -162,7 +164,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::mbarrier_wait(&sm.full_v[s_prev], ((it - 1) / kStages) & 1);
                 turns.mine();
                 issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s * Cfg::kKVBytes);
-                issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_prev * Cfg::kKVBytes);
+                issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_prev * Cfg::kKVBytes + v_cols);
                 turns.yours();
                 ptx::wgmma_wait<1>();  // S_j is ready (groups retire in order)
                 ptx::fence_registers(sacc);
@@ -188,7 +190,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                                    p.block_table != nullptr))
                 zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, consumer, tid);
             turns.mine();
-            issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes);
+            issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes + v_cols);
             turns.yours();
             ptx::wgmma_wait<0>();
 #pragma unroll
@@ -217,10 +219,10 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         if (Cfg::kScoreMods && p.sinks != nullptr && params.partial_o == nullptr)
             add_sinks(params, tile, softmax.row_max, sums, row_base, inv, lse);
         if (params.partial_o != nullptr) {
-            store_partials<Cfg>(params, o, inv, lse, seq, tile, split, row_base, t);
+            store_partials<Cfg>(params, o, inv, lse, seq, tile, split, row_base, col0, t);
         } else {
             store_output<kBf16, Cfg>(params, o, inv, lse, seq, tile, o_mine, first_row,
-                                     row_base, consumer, tid);
+                                     row_base, col0, consumer, tid);
         }
         if constexpr (!Cfg::kSeparateO) {
             // O was staged in Q's rows: Q is free once the store has read them.
@@ -283,10 +285,12 @@ FMHA_SM90_ENTRIES(bf16, true, 96, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(bf16, true, 128, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(bf16, true, 128, _wide, fmha::kSm90WideKeys)
 FMHA_SM90_ENTRIES(bf16, true, 256, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(bf16, true, 512, , fmha::kSm90Default)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64_narrow_scoremod, true, 64, fmha::kSm90NarrowRows, true)
 FMHA_SM90_ENTRIES(fp16, false, 64, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 96, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 128, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 128, _wide, fmha::kSm90WideKeys)
 FMHA_SM90_ENTRIES(fp16, false, 256, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(fp16, false, 512, , fmha::kSm90Default)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_narrow_scoremod, false, 64, fmha::kSm90NarrowRows, true)

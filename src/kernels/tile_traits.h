@@ -78,8 +78,13 @@ constexpr Sm90Tile kSm90WideTile{128, 192, 2, 2, 128, false, 0};
 // more keys per row than its rows can use (h8).
 enum Sm90Shape : int { kSm90Default = 0, kSm90WideKeys = 1, kSm90NarrowRows = 2 };
 
+// hd512: a warpgroup cannot hold 64 rows of O (64 x 512 fp32), so both
+// consumers take the block's 64 rows and each owns 256 of O's columns
+// ("split D"); Q (64 KB) and two stages of 32-key K and V tiles (32 KB
+// each) fill the shared memory.
 FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, int shape) {
-    return head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
+    return head_dim == 512 ? Sm90Tile{64, 32, 2, 2, 512, false, 0}
+         : head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
          : head_dim == 64 && shape == kSm90NarrowRows ? Sm90Tile{128, 128, 2, 2, 64, true, 128 * 64 * 2}
          : head_dim == 64  ? Sm90Tile{192, 128, 3, 2, 64, true, 192 * 64 * 2}
          : head_dim == 128 && shape == kSm90WideKeys ? kSm90WideTile
@@ -98,6 +103,17 @@ FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n)
     for (int rows = FMHA_SM90_TUNE_PAGED_CHUNK_MAX; rows >= 16; rows /= 2)
         if (page_size % rows == 0 && block_n % rows == 0) return rows;
     return 0;
+}
+
+// Consumers share the block's rows and split O's columns (hd512).
+FMHA_HOST_DEVICE constexpr bool sm90_split_d(Sm90Tile t) { return t.block_m < 64 * t.consumers; }
+
+// Packed query heads per KV head, padded to a power of two: a tile's
+// 64-row TMA boxes take 64 / P positions of P heads, or (hd512, whose
+// MLA-style shapes have 128 query heads on one KV head) P / 64 boxes per
+// position.
+FMHA_HOST_DEVICE constexpr int sm90_max_packed_group(int head_dim) {
+    return head_dim == 512 ? 128 : 64;
 }
 
 FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim, int shape) {

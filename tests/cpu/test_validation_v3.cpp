@@ -511,10 +511,22 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
         d.kernel = FMHA_KERNEL_DECODE;
         FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 75));
     }
-    SECTION("the Hopper kernel declines head_dim 512 and splits the keys when asked") {
+    SECTION("the Hopper kernel runs head_dim 512 (up to 128 query heads per KV head packed) "
+            "and splits the keys when asked") {
         if (!embeds(90)) FMHA_SKIP("this build embeds no sm_90 image");
         hd512.kernel = FMHA_KERNEL_HOPPER;
-        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, 90));
+        expect_valid(hd512, 90);
+        for (int64_t hq : {96, 128, 256}) {
+            fmha_descriptor mla = hd512;
+            mla.num_q_heads = hq;
+            mla.seqlen_q = 1;
+            fmha_strides_bshd(&mla.q_strides, 1, hq, 512);
+            mla.o_strides = mla.q_strides;
+            INFO("Hq " << hq);
+            expect_valid(mla, 90);
+            mla.kernel = FMHA_KERNEL_AUTO;
+            expect_valid(mla, 90);
+        }
         fmha_descriptor d = dense_desc();
         d.kernel = FMHA_KERNEL_HOPPER;
         d.num_splits = 4;

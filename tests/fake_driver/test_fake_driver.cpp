@@ -665,15 +665,19 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Shape {
-        int64_t heads, kv_heads, sq, packed;  // packed: tile rows per query position expected
+        int64_t heads, kv_heads, sq;
+        int64_t packed, packed512;  // tile rows per query position expected (hd512: its own)
     };
-    // Up to 64 heads per KV head, padded to a power of two, queries up to 256
-    // positions; otherwise one head per tile.
-    const Shape shapes[] = {{32, 8, 32, 4},  {64, 8, 17, 8},   {64, 1, 256, 64}, {8, 8, 32, 1},
-                            {12, 4, 32, 4},  {40, 8, 32, 8},   {28, 4, 100, 8},  {96, 2, 5, 64},
-                            {128, 1, 32, 1}, {32, 8, 257, 1}};
-    for (const Shape &sh : shapes)
-        for (int64_t hd : {64, 128, 256}) {
+    // Up to 64 heads per KV head (hd512: 128), padded to a power of two,
+    // queries up to 256 positions; otherwise one head per tile.
+    const Shape shapes[] = {{32, 8, 32, 4, 4},     {64, 8, 17, 8, 8},   {64, 1, 256, 64, 64},
+                            {8, 8, 32, 1, 1},      {12, 4, 32, 4, 4},   {40, 8, 32, 8, 8},
+                            {28, 4, 100, 8, 8},    {96, 2, 5, 64, 64},  {128, 1, 32, 1, 128},
+                            {96, 1, 3, 1, 128},    {256, 1, 1, 1, 1},   {32, 8, 257, 1, 1}};
+    for (const Shape &shape : shapes)
+        for (int64_t hd : {64, 128, 256, 512}) {
+            Shape sh = shape;
+            if (hd == 512) sh.packed = sh.packed512;
             Fake &f = fresh_fake(90);
             fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, sh.sq, 3000);
             d.num_q_heads = sh.heads;
@@ -704,10 +708,16 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
                 CHECK(m->dims[1] == (unsigned long long)group);
                 CHECK(m->dims[2] == (unsigned long long)sh.sq);
                 CHECK(m->dims[3] == (unsigned long long)tile_heads);
-                CHECK(m->box[1] == unsigned(sh.packed));
+                // A group wider than the 64-row box: 64 of its heads at one position.
+                CHECK(m->box[1] == unsigned(std::min<int64_t>(sh.packed, 64)));
             }
             CHECK(q.box[2] * q.box[1] == unsigned(i.tile_m));
             CHECK(o.box[2] * o.box[1] == 64u);
+            if (hd == 512) {  // split D: both consumers on one 64-row block
+                CHECK(i.tile_m == 64);
+                CHECK(i.threads_per_cta == 384);
+                CHECK(std::string(i.kernel_name) == "fmha_fwd_sm90_bf16_hd512");
+            }
             fake_cuda_launch l;
             REQUIRE(f.last_launch(&l) == 1);
             const long long tiles =
@@ -965,11 +975,12 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
 // The automatic split count on a 132-SM sm_90 device, for the serving
 // benchmark's decode rows (bf16; T > 1 causal bottom-right): the counts
 // measured fastest on the H200, or within 4% of it (docs/kernel-notes.md,
-// d21; paged B64 is 3% off its best, 3 splits; hd512 B1 H16 S4096 4%, 48).
+// d21; paged B64 is 3% off its best, 3 splits).
 // Contiguous B=8 wants one CTA per SM (2 splits), paged B=1 two (32); the
 // M tiles of one KV head share its keys (T=4 H64/8: 2 splits, not 1). T=32
 // with 4 query heads per KV head runs on the Hopper kernel (heads packed,
-// 8 tiles, 16 splits: docs/kernel-notes.md h2).
+// 8 tiles, 16 splits: docs/kernel-notes.md h2), and so does head_dim 512
+// (split D, h9; its split counts are the model's, not yet tuned).
 TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
           "[cpu][fake-driver][plan][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -986,9 +997,10 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
         {32, 32, 8, 1, 4096, 128, true, 1},   {64, 32, 32, 1, 2048, 128, true, 1},
         {1, 32, 8, 4, 32768, 128, false, 16}, {8, 64, 8, 4, 16384, 128, false, 2},
         {1, 32, 8, 32, 32768, 128, false, 16, FMHA_KERNEL_HOPPER},
-        {1, 16, 1, 1, 4096, 512, false, 32},
-        {1, 16, 1, 1, 16384, 512, false, 64}, {8, 128, 1, 1, 16384, 512, false, 2},
-        {32, 128, 1, 1, 4096, 512, false, 1}};
+        {1, 16, 1, 1, 4096, 512, false, 32, FMHA_KERNEL_HOPPER},
+        {1, 16, 1, 1, 16384, 512, false, 128, FMHA_KERNEL_HOPPER},
+        {8, 128, 1, 1, 16384, 512, false, 8, FMHA_KERNEL_HOPPER},
+        {32, 128, 1, 1, 4096, 512, false, 2, FMHA_KERNEL_HOPPER}};
     for (const Row &r : rows) {
         fresh_fake(90);
         const int64_t hd = r.head_dim;

@@ -310,6 +310,33 @@ TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-fe
 }
 
 // ---------------------------------------------------------------------------
+// head_dim 512 on the Hopper kernel: both consumer warpgroups on one 64-row
+// block, each with half of O's columns; groups up to 128 query heads per KV
+// head (MLA-style decode), paged, packed, windowed and prefill shapes;
+// HOPPER and AUTO.
+
+TEST_CASE("Hopper kernel: head_dim 512 (split D)", "[gpu][serving][hd512-hopper]") {
+    FMHA_REQUIRE_GPU();
+    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    Stats st;
+    // Every HOPPER run, and AUTO's unless the case asks for splits (AUTO:
+    // the decode kernel).
+    int expected_hopper_runs = 0;
+    for (const ServingCase &c : hd512_hopper_suite()) {
+        if (!selected(c.name())) continue;
+        expected_hopper_runs += c.num_splits >= 2 ? 1 : 2;
+        run_families("hd512 hopper", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
+    }
+    finish("hd512 hopper", st);
+    CHECK(st.unsupported == 0);
+    int hopper_runs = 0;
+    for (const auto &k : st.kernels)
+        if (k.first.find("fmha_fwd_sm90_") == 0 && k.first.find("_hd512") != std::string::npos)
+            hopper_runs += k.second;
+    CHECK(hopper_runs == expected_hopper_runs);
+}
+
+// ---------------------------------------------------------------------------
 // Split-KV on the decode kernel.
 
 namespace {

@@ -683,7 +683,7 @@ bool ServingData::guards_intact(std::string *why) const {
 
 const char *documented_unsupported(const fmha_descriptor &d) {
     if (d.kernel == FMHA_KERNEL_PORTABLE && d.head_dim == 512)
-        return "fmha.h: head_dim 512 runs on the decode kernel";
+        return "fmha.h: head_dim 512 runs on the decode and Hopper kernels";
     if (d.kernel == FMHA_KERNEL_PORTABLE && d.num_splits >= 2)
         return "fmha.h: num_splits >= 2 is for the decode and Hopper kernels";
     if (d.kernel == FMHA_KERNEL_HOPPER)
@@ -768,10 +768,13 @@ ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num
         if (kernel != FMHA_KERNEL_AUTO && info.kernel_family != kernel)
             pp = std::string("family ") + family_name(info.kernel_family) + " for a forced " +
                  family_name(kernel);
-        else if (kernel == FMHA_KERNEL_AUTO && (desc.head_dim == 512 || num_splits >= 2) &&
+        else if (kernel == FMHA_KERNEL_AUTO && num_splits >= 2 &&
                  info.kernel_family != FMHA_KERNEL_DECODE)
             pp = std::string("AUTO chose ") + family_name(info.kernel_family) +
-                 ", not decode, for head_dim 512 / num_splits >= 2";
+                 ", not decode, for num_splits >= 2";
+        else if (kernel == FMHA_KERNEL_AUTO && desc.head_dim == 512 &&
+                 info.kernel_family == FMHA_KERNEL_PORTABLE)
+            pp = "AUTO chose portable for head_dim 512";
         else if (info.num_splits < 1)
             pp = "num_splits " + std::to_string(info.num_splits) + " < 1";
         else if (info.kernel_family != FMHA_KERNEL_PORTABLE && num_splits >= 1 &&
@@ -1317,6 +1320,85 @@ std::vector<ServingCase> hopper_feature_suite() {
     return seeded(feature_cases(serving_features(256, 700), 3, fill), 25000);
 }
 
+std::vector<ServingCase> hd512_hopper_suite() {
+    std::vector<ServingCase> v;
+    {  // MLA-style decode: 128 query heads on one KV head, two 64-row blocks per position
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 128, 1);
+        c.q_lens = {1, 1};
+        c.k_lens = {4097, 4097};
+        c.seqused = {4097, 1000};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
+    {  // 96 heads padded to 128 rows per position (the padding heads clipped), 3 positions
+        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 96, 1);
+        c.q_lens = {3};
+        c.k_lens = {1500};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.layout = Layout::BHSD;
+        v.push_back(c);
+    }
+    {  // packed (varlen) Q, an empty sequence, 128 heads, 3 splits
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 128, 1);
+        c.varlen_q = true;
+        c.q_lens = {2, 0, 1};
+        c.extra_q_rows = 2;
+        c.k_lens = {700, 700, 700};
+        c.seqused = {700, 5, 333};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.num_splits = 3;
+        v.push_back(c);
+    }
+    {  // 16 heads x 4 positions over shuffled 64-row pages, seqused_k
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 16, 1);
+        c.q_lens = {4, 4};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 64;
+        c.k_lens = {2100, 2100};
+        c.seqused = {2100, 90};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.layout = Layout::SLICED;
+        v.push_back(c);
+    }
+    {  // window + softcap + sinks over 16-row pages, 8 heads x 32 positions
+        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 8, 1);
+        c.q_lens = {32};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.k_lens = {1200};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.window_left = 300;
+        c.softcap = 30.0f;
+        c.sinks = true;
+        v.push_back(c);
+    }
+    {  // 3 heads per KV head (padded to 4), packed Q, packed K, 2 splits
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 6, 2);
+        c.varlen_q = true;
+        c.q_lens = {17, 5};
+        c.keys = KeyLayout::PACKED;
+        c.cu_seqlens_k = true;
+        c.k_lens = {400, 33};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.num_splits = 2;
+        v.push_back(c);
+    }
+    {  // prefill, MHA (no packing: 64-row blocks of one head), causal top-left
+        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 2, 2);
+        c.q_lens = {300, 300};
+        c.k_lens = {300, 300};
+        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+        v.push_back(c);
+    }
+    {  // prefill, GQA, no mask, keys not a multiple of the 32-key tile
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 4, 1);
+        c.q_lens = {257};
+        c.k_lens = {1001};
+        v.push_back(c);
+    }
+    return seeded(v, 26000);
+}
+
 std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
 
 std::vector<ServingCase> split_suite() {
@@ -1427,6 +1509,15 @@ std::vector<ServingCase> feature_suite() {
 
 std::vector<ServingCase> sanitize_suite() {
     std::vector<ServingCase> v;
+    {  // head_dim 512, 96 query heads on one KV head (split D, 128-row groups), 2 splits
+        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 96, 1);
+        c.q_lens = {1, 1};
+        c.k_lens = {150, 150};
+        c.seqused = {150, 40};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        c.num_splits = 2;
+        v.push_back(c);
+    }
     {  // varlen Q over packed K, causal, GQA, an empty sequence and one without keys
         ServingCase c = shape(FMHA_DTYPE_BF16, 64, 4, 2);
         c.varlen_q = true;

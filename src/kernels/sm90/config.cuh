@@ -7,6 +7,11 @@
 
 namespace fmha::sm90 {
 
+// Named barriers: 1 + consumer (one warpgroup's 128 threads), 6 (every
+// consumer: V tail zeroing, and under split D the end of Q's reads before O
+// is staged over it), 8 + consumer (ping-pong turns).
+constexpr int kConsumersBarrier = 6;
+
 template <int kHeadDim, int kShape, bool kWithScoreMods>
 struct Config {
     static constexpr int D = kHeadDim;
@@ -30,8 +35,14 @@ struct Config {
     static constexpr int kQBytes = BM * Dp * 2;
     static constexpr int kKVBytes = BN * Dp * 2;     // one K or V stage
     static constexpr int kSRegs = BN / 2;            // S accumulator per thread
+    // Split D (hd512): every consumer computes the block's whole S (the same
+    // softmax in each, bit for bit) and owns kDv of O's columns.
+    static constexpr bool kSplitD = sm90_split_d(kTile);
+    static constexpr int kDv = kSplitD ? Dp / kConsumers : Dp;  // O columns per consumer
+    static constexpr int kConsumerRows = kSplitD ? 0 : 64;      // row offset per consumer
+    static constexpr int kMaxGroup = sm90_max_packed_group(D);
     static constexpr int kOChunkN = Dp >= 128 ? 128 : 64;
-    static constexpr int kOChunks = Dp / kOChunkN;   // wgmma issues per k-step of P·V
+    static constexpr int kOChunks = kDv / kOChunkN;  // wgmma issues per k-step of P·V
     static constexpr int kORegs = kOChunkN / 2;
     // Register split after setmaxnreg (64K registers, 128 producer threads).
     static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 24;
@@ -45,9 +56,11 @@ struct Config {
     // O gets its own buffer where shared memory allows, so the next tile's Q
     // can load while this tile's O is stored.
     static constexpr bool kSeparateO = kTile.separate_o;
-    static_assert(BM == 64 * kConsumers, "one consumer warpgroup per 64 rows");
+    static_assert(BM == (kSplitD ? 64 : 64 * kConsumers),
+                  "one consumer warpgroup per 64 rows, or all on 64 rows (split D)");
+    static_assert(kDv % kOChunkN == 0 && kDv % 64 == 0, "O chunks tile a consumer's columns");
     static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
-    static_assert(BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
+    static_assert(BN == 32 || BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
                   "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
     static_assert(sm90_threads(D, kShape) == kThreads, "launch and kernel agree on the CTA size");
     static_assert(sm90_smem_bytes(kTile) <= 227 * 1024, "fits one CTA's shared memory");

@@ -9,6 +9,7 @@
 #include "kernels/ptx/tma.cuh"
 #include "kernels/ptx/warpgroup.cuh"
 #include "kernels/sequence.cuh"
+#include "kernels/sm90/config.cuh"
 #include "kernels/sm90/schedule.cuh"
 
 namespace fmha::sm90 {
@@ -40,14 +41,15 @@ __device__ __forceinline__ void add_sinks(const Sm90Params &params, const TileCo
     }
 }
 
-// Split-KV epilogue: this thread's two rows of normalized O (fp32) and their
-// LSE go to the split's partials, for the combine kernel.
+// Split-KV epilogue: this thread's two rows of normalized O (fp32) from
+// column col0 and their LSE go to the split's partials, for the combine
+// kernel. Under split D the consumers hold the same LSE; the first stores it.
 template <typename Cfg>
 __device__ __forceinline__ void store_partials(const Sm90Params &params,
                                                const float (&o)[Cfg::kOChunks][Cfg::kORegs],
                                                const float (&inv)[2], const float (&lse)[2],
                                                const Sequence &seq, const Tile &tile, int split,
-                                               int row_base, int t) {
+                                               int row_base, int col0, int t) {
     const FwdParams &p = params.fwd;
     const int shift = params.group_shift;
 #pragma unroll
@@ -59,32 +61,32 @@ __device__ __forceinline__ void store_partials(const Sm90Params &params,
         const int64_t q_row = p.cu_seqlens_q != nullptr ? seq.q_row0 + pos
                                                         : int64_t(tile.batch) * p.seqlen_q + pos;
         const int64_t part_row = (int64_t(split) * params.q_rows + q_row) * p.num_q_heads + head;
-        float *dst = params.partial_o + part_row * Cfg::D;
+        float *dst = params.partial_o + part_row * Cfg::D + col0;
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c)
 #pragma unroll
             for (int i = 2 * half; i < Cfg::kORegs; i += 4) {
-                const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
+                const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;  // from col0
                 if (col < Cfg::D)  // hd96: the padded columns are not stored
                     *reinterpret_cast<float2 *>(dst + col) =
                         make_float2(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
             }
-        if (t == 0)
+        if (t == 0 && col0 == 0)
             params.partial_lse[(int64_t(split) * p.num_q_heads + head) * params.q_rows + q_row] =
                 lse[half];
     }
 }
 
-// Epilogue: normalized O staged in the TMA 128-byte swizzled layout (row r's
-// 16-byte chunk c sits at chunk c ^ (r % 8)) and stored with TMA (row by row
-// for packed Q), then the LSE.
+// Epilogue: normalized O (this consumer's columns from col0) staged in the
+// TMA 128-byte swizzled layout (row r's 16-byte chunk c sits at chunk
+// c ^ (r % 8)) and stored with TMA (row by row for packed Q), then the LSE.
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void store_output(const Sm90Params &params,
                                              const float (&o)[Cfg::kOChunks][Cfg::kORegs],
                                              const float (&inv)[2], const float (&lse)[2],
                                              const Sequence &seq, const Tile &tile,
                                              uint8_t *o_mine, int first_row, int row_base,
-                                             int consumer, int tid) {
+                                             int col0, int consumer, int tid) {
     constexpr int BM = Cfg::BM;
     const FwdParams &p = params.fwd;
     const int shift = params.group_shift;
@@ -94,14 +96,20 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
         if (tid == 0) ptx::tma_store_wait_read();
         ptx::named_barrier_sync(1 + consumer, 128);
     }
+    if constexpr (Cfg::kSplitD) {
+        // O is staged over Q, whose rows every consumer reads: all must be
+        // past their last S GEMM (retired: wgmma_wait) first.
+        ptx::named_barrier_sync(kConsumersBarrier, 128 * Cfg::kConsumers);
+    }
+    uint8_t *o_cols = o_mine + (col0 / 64) * BM * 128;  // box of the first owned column
 #pragma unroll
     for (int c = 0; c < Cfg::kOChunks; ++c) {
 #pragma unroll
         for (int i = 0; i < Cfg::kORegs; i += 2) {
-            const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;
+            const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;  // from col0
             const int half = (i % 4) / 2;
             const int r = warp * 16 + g + 8 * half;
-            uint8_t *dst = o_mine + (col / 64) * BM * 128 + r * 128 +
+            uint8_t *dst = o_cols + (col / 64) * BM * 128 + r * 128 +
                            ((((col % 64) / 8) ^ (r % 8)) << 4) + 4 * t;
             *reinterpret_cast<uint32_t *>(dst) =
                 Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
@@ -111,8 +119,10 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
         ptx::fence_proxy_async_shared();
         ptx::named_barrier_sync(1 + consumer, 128);
         if (tid == 0) {
-            for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_store_5d(&params.o, o_mine + b * BM * 128, b * 64, 0,
+            // Groups wider than a box (hd512, P = 128) start a box inside one.
+            const int group_row = Cfg::kMaxGroup > 64 ? first_row & ((1 << shift) - 1) : 0;
+            for (int b = col0 / 64; b < (col0 + Cfg::kDv) / 64; ++b)
+                ptx::tma_store_5d(&params.o, o_mine + b * BM * 128, b * 64, group_row,
                                   first_row >> shift, tile.head, tile.batch);
             ptx::tma_store_commit();
             if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
@@ -124,9 +134,9 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
         ptx::named_barrier_sync(1 + consumer, 128);
         using T = typename Elem<kBf16>::T;
         T *o_seq = static_cast<T *>(p.o) + seq.q_row0 * p.o_stride.seq;
-        constexpr int kChunks = Cfg::D / 8;
+        constexpr int kChunks = (Cfg::kSplitD ? Cfg::kDv : Cfg::D) / 8;  // this consumer's
         for (int idx = tid; idx < 64 * kChunks; idx += 128) {
-            const int r = idx / kChunks, c = idx % kChunks;
+            const int r = idx / kChunks, c = col0 / 8 + idx % kChunks;
             const int pos = (first_row + r) >> shift;
             const int head = head_of_row(params, tile, first_row + r);
             if (pos >= seq.len_q || head < 0) continue;
@@ -136,7 +146,7 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
                 *reinterpret_cast<const uint4 *>(src);
         }
     }
-    if (p.lse != nullptr && t == 0) {
+    if (p.lse != nullptr && t == 0 && col0 == 0) {  // split D: the first consumer's
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int row = row_base + 8 * r;

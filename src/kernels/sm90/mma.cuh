@@ -12,7 +12,8 @@ namespace fmha::sm90 {
 // S tile = Q·Kᵀ, one k-step: N keys wide (the key tile), A and B from shared memory.
 template <bool kBf16, int N>
 __device__ __forceinline__ void s_gemm(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
-    if constexpr (N == 64) ptx::wgmma_m64n64k16_ss<kBf16, 0>(d, a, b, acc);
+    if constexpr (N == 32) ptx::wgmma_m64n32k16_ss<kBf16, 0>(d, a, b, acc);
+    else if constexpr (N == 64) ptx::wgmma_m64n64k16_ss<kBf16, 0>(d, a, b, acc);
     else if constexpr (N == 80) ptx::wgmma_m64n80k16_ss<kBf16, 0>(d, a, b, acc);
     else if constexpr (N == 128) ptx::wgmma_m64n128k16_ss<kBf16, 0>(d, a, b, acc);
     else if constexpr (N == 176) ptx::wgmma_m64n176k16_ss<kBf16, 0>(d, a, b, acc);
@@ -33,19 +34,34 @@ template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const uint8_t *q_rows,
                                              const uint8_t *k_tile) {
     ptx::wgmma_fence();
+    if constexpr (Cfg::kSplitD) {
+        // 32 k-steps: step from one base descriptor (the address field
+        // counts 16-byte units) rather than hoist 32 pairs of them. Unrolled:
+        // a rolled loop made ptxas fence every wgmma (h9: 1.75x slower).
+        const uint64_t a0 = ptx::smem_desc_sw128(q_rows, 16, 1024);
+        const uint64_t b0 = ptx::smem_desc_sw128(k_tile, 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
-        const int box = kk / 4, koff = (kk % 4) * 32;
-        const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
-        const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
-        s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
+        for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
+            const int box = kk / 4, koff = (kk % 4) * 32;
+            s_gemm<kBf16, Cfg::BN>(sacc, a0 + ((box * Cfg::BM * 128 + koff) >> 4),
+                                   b0 + ((box * Cfg::BN * 128 + koff) >> 4), kk > 0);
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
+            const int box = kk / 4, koff = (kk % 4) * 32;
+            const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
+            const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
+            s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
+        }
     }
     ptx::wgmma_commit();
 }
 
 // Issues O += P·V for one V tile (one commit group). V is MN-major (head dim
 // contiguous): 64-column boxes are BN*128 bytes apart (lbo), 8-key groups
-// 1024 bytes apart (sbo); a k-step of 16 keys is 2048 bytes.
+// 1024 bytes apart (sbo); a k-step of 16 keys is 2048 bytes. `v_tile` points
+// at the box of the consumer's first O column.
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void issue_pv_gemm(float (&o)[Cfg::kOChunks][Cfg::kORegs],
                                               const uint32_t (&pa)[Cfg::BN / 16][4],

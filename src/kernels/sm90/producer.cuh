@@ -84,10 +84,12 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
         ++q_iter;
         if (leader) {
+            // Groups wider than a box (hd512, P = 128) start a box inside one.
+            const int group_row = Cfg::kMaxGroup > 64 ? m0 & ((1 << shift) - 1) : 0;
             ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
             for (int b = 0; b < Cfg::kBoxes; ++b)
-                ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, 0, q_row,
-                                 tile.head, qb);
+                ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, group_row,
+                                 q_row, tile.head, qb);
         }
         for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;

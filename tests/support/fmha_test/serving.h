@@ -190,7 +190,8 @@ struct ServingRun {
 // runs twice with outputs prefilled with NaN, synchronizes, compares the
 // two outputs bitwise and the first with the references, and checks every
 // guard band. Plan info is checked against fmha.h: a forced family is the
-// one chosen; AUTO with head_dim 512 or num_splits >= 2 chooses DECODE;
+// one chosen; AUTO with num_splits >= 2 chooses DECODE, with head_dim 512
+// not PORTABLE;
 // num_splits is >= 1, exactly the request for 1..128 on the decode kernel,
 // and 1 on a kernel that cannot split; workspace_bytes matches.
 ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num_splits);
@@ -223,6 +224,7 @@ std::vector<ServingCase> decode_suite();    // seqlen_q x head_dim x GQA ratio
 std::vector<ServingCase> packed_heads_suite();  // short GQA queries for the Hopper kernel
 std::vector<ServingCase> paged_hopper_suite();  // paged caches the Hopper kernel reads
 std::vector<ServingCase> hopper_feature_suite();  // windows, softcap, sinks on the Hopper kernel
+std::vector<ServingCase> hd512_hopper_suite();    // head_dim 512 on the Hopper kernel (split D)
 std::vector<ServingCase> split_suite();     // problems run with every split count
 std::vector<ServingCase> feature_suite();   // windows, softcap, sinks on decode shapes
 std::vector<ServingCase> sanitize_suite();  // small cases for compute-sanitizer

@@ -137,9 +137,10 @@ type KernelFamily int32
 const (
 	KernelAuto     KernelFamily = 0
 	KernelPortable KernelFamily = 1
-	KernelHopper   KernelFamily = 2
+	// KernelHopper: sm_90 only (TMA, wgmma); head dims up to 512.
+	KernelHopper KernelFamily = 2
 	// KernelDecode: few query rows per sequence, GQA heads packed in one
-	// tile, split-KV; also head_dim 512.
+	// tile, split-KV; also head_dim 512 (on devices other than sm_90).
 	KernelDecode KernelFamily = 3
 )
 

@@ -314,9 +314,10 @@ impl Mask {
 pub enum KernelFamily {
     Auto,
     Portable,
+    /// sm_90 only (TMA, wgmma); head dims up to 512.
     Hopper,
     /// Few query rows per sequence, GQA heads packed in one tile, split-KV;
-    /// also head_dim 512.
+    /// also head_dim 512 (on devices other than sm_90).
     Decode,
 }
 

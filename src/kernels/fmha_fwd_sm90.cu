@@ -109,6 +109,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     uint8_t *o_mine = sm.o + row_offset * 128;
     const int col0 = Cfg::kSplitD ? consumer * Cfg::kDv : 0;  // first O column owned
     const int v_cols = col0 / 64 * BN * 128;
+    const int kk0 = consumer * (Cfg::kSharedS ? Cfg::kSSteps : 0);  // S over this half of D
     Turns<Cfg> turns{consumer};
     const int shift = params.group_shift;
 
@@ -146,11 +147,12 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int s0 = kv_iter % kStages;
             ptx::mbarrier_wait(&sm.full_k[s0], (kv_iter / kStages) & 1);
             turns.mine();
-            issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s0 * Cfg::kKVBytes);
+            issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s0 * Cfg::kKVBytes, kk0);
             turns.yours();
             ptx::wgmma_wait<0>();
             ptx::fence_registers(sacc);
             ptx::mbarrier_arrive(&sm.empty_k[s0]);
+            if constexpr (Cfg::kSharedS) share_s<Cfg>(sacc, sm.shared_s, kv_iter & 1, consumer, tid);
             release_q_early(n_tiles == 1);
             softmax.template update<true>(sacc, p, seq, n0, row_base, t, first_row, shift);
             pack_p<kBf16, Cfg>(pa, sacc);
@@ -163,12 +165,13 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::mbarrier_wait(&sm.full_k[s], (it / kStages) & 1);
                 ptx::mbarrier_wait(&sm.full_v[s_prev], ((it - 1) / kStages) & 1);
                 turns.mine();
-                issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s * Cfg::kKVBytes);
+                issue_s_gemm<kBf16, Cfg>(sacc, q_mine, sm.k + s * Cfg::kKVBytes, kk0);
                 issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_prev * Cfg::kKVBytes + v_cols);
                 turns.yours();
                 ptx::wgmma_wait<1>();  // S_j is ready (groups retire in order)
                 ptx::fence_registers(sacc);
                 ptx::mbarrier_arrive(&sm.empty_k[s]);
+                if constexpr (Cfg::kSharedS) share_s<Cfg>(sacc, sm.shared_s, it & 1, consumer, tid);
                 release_q_early(j == n_tiles - 1);
                 softmax.template update<false>(sacc, p, seq, n0 + j * BN, row_base, t, first_row,
                                                shift);
@@ -286,6 +289,7 @@ FMHA_SM90_ENTRIES(bf16, true, 128, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(bf16, true, 128, _wide, fmha::kSm90WideKeys)
 FMHA_SM90_ENTRIES(bf16, true, 256, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(bf16, true, 512, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(bf16, true, 512, _shared_s, fmha::kSm90SharedS)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64_narrow_scoremod, true, 64, fmha::kSm90NarrowRows, true)
 FMHA_SM90_ENTRIES(fp16, false, 64, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 96, , fmha::kSm90Default)
@@ -293,4 +297,5 @@ FMHA_SM90_ENTRIES(fp16, false, 128, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 128, _wide, fmha::kSm90WideKeys)
 FMHA_SM90_ENTRIES(fp16, false, 256, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 512, , fmha::kSm90Default)
+FMHA_SM90_ENTRIES(fp16, false, 512, _shared_s, fmha::kSm90SharedS)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_narrow_scoremod, false, 64, fmha::kSm90NarrowRows, true)

@@ -47,6 +47,7 @@ struct Sm90Tile {
     int padded_dim;  // head dim rounded up to 64
     bool separate_o; // O staged in its own buffer (else in Q's)
     int smem_o_bytes;
+    int smem_shared_s_bytes = 0;  // split D: the consumers' S halves, summed through shared memory
 };
 
 // Key sequences at least this long get hd128's wide key tile.
@@ -74,16 +75,26 @@ constexpr Sm90Tile kSm90WideTile{128, 192, 2, 2, 128, false, 0};
 #endif
 
 // Tile shapes besides a head dim's default: hd128's wide key tile (above),
-// and hd64's 128-row tile for narrow windows, where a 192-row block sees 64
-// more keys per row than its rows can use (h8).
-enum Sm90Shape : int { kSm90Default = 0, kSm90WideKeys = 1, kSm90NarrowRows = 2 };
+// hd64's 128-row tile for narrow windows, where a 192-row block sees 64
+// more keys per row than its rows can use (h8), and hd512's shared S (below).
+enum Sm90Shape : int {
+    kSm90Default = 0,
+    kSm90WideKeys = 1,
+    kSm90NarrowRows = 2,
+    kSm90SharedS = 3
+};
 
 // hd512: a warpgroup cannot hold 64 rows of O (64 x 512 fp32), so both
 // consumers take the block's 64 rows and each owns 256 of O's columns
 // ("split D"); Q (64 KB) and two stages of 32-key K and V tiles (32 KB
-// each) fill the shared memory.
+// each) fill the shared memory. Each consumer computes the whole S, or with
+// kSm90SharedS half of it (its half of the head dim), the halves summed
+// through 32 KB of shared memory: less Q read per tile, one more barrier
+// (h9b: faster where all 64 rows are used, slower at 16).
 FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, int shape) {
-    return head_dim == 512 ? Sm90Tile{64, 32, 2, 2, 512, false, 0}
+    return head_dim == 512 && shape == kSm90SharedS
+               ? Sm90Tile{64, 32, 2, 2, 512, false, 0, 2 * 2 * 64 * 32 * 4}
+         : head_dim == 512 ? Sm90Tile{64, 32, 2, 2, 512, false, 0}
          : head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
          : head_dim == 64 && shape == kSm90NarrowRows ? Sm90Tile{128, 128, 2, 2, 64, true, 128 * 64 * 2}
          : head_dim == 64  ? Sm90Tile{192, 128, 3, 2, 64, true, 192 * 64 * 2}
@@ -121,11 +132,11 @@ FMHA_HOST_DEVICE constexpr int sm90_threads(int head_dim, int shape) {
 }
 
 // Q, then `stages` K tiles, then `stages` V tiles, then O (if separate),
-// then the mbarriers; plus 1 KB to align the base to the 1024-byte swizzle
-// atom.
+// then the shared S halves, then the mbarriers; plus 1 KB to align the base
+// to the 1024-byte swizzle atom.
 FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(Sm90Tile t) {
     return 1024 + 2 * t.padded_dim * (t.block_m + 2 * t.stages * t.block_n) + t.smem_o_bytes +
-           8 * (2 + 4 * t.stages);
+           t.smem_shared_s_bytes + 8 * (2 + 4 * t.stages);
 }
 
 }  // namespace fmha

@@ -716,7 +716,11 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
             if (hd == 512) {  // split D: both consumers on one 64-row block
                 CHECK(i.tile_m == 64);
                 CHECK(i.threads_per_cta == 384);
-                CHECK(std::string(i.kernel_name) == "fmha_fwd_sm90_bf16_hd512");
+                // 64+ query rows per KV head: the consumers share S (h9b).
+                const bool shared_s = sh.sq * (sh.heads / sh.kv_heads) >= 64;
+                CHECK(std::string(i.kernel_name) ==
+                      (shared_s ? "fmha_fwd_sm90_bf16_hd512_shared_s" : "fmha_fwd_sm90_bf16_hd512"));
+                CHECK(i.shared_memory_bytes == (shared_s ? 197712 + 32768 : 197712));
             }
             fake_cuda_launch l;
             REQUIRE(f.last_launch(&l) == 1);

@@ -329,11 +329,18 @@ TEST_CASE("Hopper kernel: head_dim 512 (split D)", "[gpu][serving][hd512-hopper]
     }
     finish("hd512 hopper", st);
     CHECK(st.unsupported == 0);
-    int hopper_runs = 0;
+    int hopper_runs = 0, shared_s_runs = 0;
     for (const auto &k : st.kernels)
-        if (k.first.find("fmha_fwd_sm90_") == 0 && k.first.find("_hd512") != std::string::npos)
+        if (k.first.find("fmha_fwd_sm90_") == 0 && k.first.find("_hd512") != std::string::npos) {
             hopper_runs += k.second;
+            if (k.first.find("_shared_s") != std::string::npos) shared_s_runs += k.second;
+        }
     CHECK(hopper_runs == expected_hopper_runs);
+    // Both forms of split D ran (S shared from 64 query rows per KV head).
+    if (!std::getenv("FMHA_TEST_CASE")) {
+        CHECK(shared_s_runs > 0);
+        CHECK(shared_s_runs < hopper_runs);
+    }
 }
 
 // ---------------------------------------------------------------------------

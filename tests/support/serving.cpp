@@ -1349,6 +1349,16 @@ std::vector<ServingCase> hd512_hopper_suite() {
         c.num_splits = 3;
         v.push_back(c);
     }
+    {  // 16 heads x 1 position (under 64 rows: each consumer computes the whole S), pages of 16
+        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 16, 1);
+        c.q_lens = {1, 1, 1};
+        c.keys = KeyLayout::PAGED;
+        c.page_size = 16;
+        c.k_lens = {3000, 700, 33};
+        c.seqused = {3000, 1, 33};
+        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        v.push_back(c);
+    }
     {  // 16 heads x 4 positions over shuffled 64-row pages, seqused_k
         ServingCase c = shape(FMHA_DTYPE_BF16, 512, 16, 1);
         c.q_lens = {4, 4};

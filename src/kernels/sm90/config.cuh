@@ -41,6 +41,9 @@ struct Config {
     static constexpr int kDv = kSplitD ? Dp / kConsumers : Dp;  // O columns per consumer
     static constexpr int kConsumerRows = kSplitD ? 0 : 64;      // row offset per consumer
     static constexpr int kMaxGroup = sm90_max_packed_group(D);
+    // kSm90SharedS: each consumer computes S over its half of the head dim.
+    static constexpr bool kSharedS = kTile.smem_shared_s_bytes > 0;
+    static constexpr int kSSteps = Dp / 16 / (kSharedS ? kConsumers : 1);  // S k-steps per consumer
     static constexpr int kOChunkN = Dp >= 128 ? 128 : 64;
     static constexpr int kOChunks = kDv / kOChunkN;  // wgmma issues per k-step of P·V
     static constexpr int kORegs = kOChunkN / 2;
@@ -59,6 +62,9 @@ struct Config {
     static_assert(BM == (kSplitD ? 64 : 64 * kConsumers),
                   "one consumer warpgroup per 64 rows, or all on 64 rows (split D)");
     static_assert(kDv % kOChunkN == 0 && kDv % 64 == 0, "O chunks tile a consumer's columns");
+    static_assert(!kSharedS || (kSplitD && kConsumers == 2 &&
+                                kTile.smem_shared_s_bytes == 2 * kConsumers * BM * BN * 4),
+                  "shared S: two split-D consumers, two tiles of fp32 S each");
     static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
     static_assert(BN == 32 || BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
                   "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
@@ -69,6 +75,7 @@ struct Config {
 template <typename Cfg>
 struct Smem {
     uint8_t *q, *k, *v, *o;  // o aliases q when there is no room for both
+    float *shared_s;          // the consumers' S halves (kSharedS)
     uint64_t *full_q, *empty_q, *full_k, *full_v, *empty_k, *empty_v;
 
     __device__ __forceinline__ explicit Smem(uint8_t *raw) {
@@ -80,7 +87,9 @@ struct Smem {
         v = k + Cfg::kStages * Cfg::kKVBytes;
         uint8_t *end = v + Cfg::kStages * Cfg::kKVBytes;
         o = Cfg::kSeparateO ? end : q;
-        auto *bars = reinterpret_cast<uint64_t *>(end + (Cfg::kSeparateO ? Cfg::kQBytes : 0));
+        uint8_t *after_o = end + (Cfg::kSeparateO ? Cfg::kQBytes : 0);
+        shared_s = reinterpret_cast<float *>(after_o);
+        auto *bars = reinterpret_cast<uint64_t *>(after_o + Cfg::kTile.smem_shared_s_bytes);
         full_q = bars;
         empty_q = bars + 1;
         full_k = bars + 2;

@@ -6,6 +6,7 @@
 #include "kernels/numeric.cuh"
 #include "kernels/ptx/warpgroup.cuh"
 #include "kernels/ptx/wgmma.cuh"
+#include "kernels/sm90/config.cuh"
 
 namespace fmha::sm90 {
 
@@ -30,9 +31,11 @@ __device__ __forceinline__ void pv_gemm(float (&d)[N / 2], const uint32_t (&a)[4
 // Issues S = Q·Kᵀ for one K tile (one commit group). Both operands are
 // K-major: 8-row groups 1024 bytes apart; a k-step of 16 columns is 32 bytes
 // inside the swizzled 128-byte row, and every 4 k-steps move to the next box.
+// With shared S (split D), consumer c takes the k-steps from kk0 =
+// c * kSSteps: its half of the head dim.
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const uint8_t *q_rows,
-                                             const uint8_t *k_tile) {
+                                             const uint8_t *k_tile, int kk0 = 0) {
     ptx::wgmma_fence();
     if constexpr (Cfg::kSplitD) {
         // 32 k-steps: step from one base descriptor (the address field
@@ -41,10 +44,11 @@ __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const u
         const uint64_t a0 = ptx::smem_desc_sw128(q_rows, 16, 1024);
         const uint64_t b0 = ptx::smem_desc_sw128(k_tile, 16, 1024);
 #pragma unroll
-        for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
+        for (int step = 0; step < Cfg::kSSteps; ++step) {
+            const int kk = kk0 + step;
             const int box = kk / 4, koff = (kk % 4) * 32;
             s_gemm<kBf16, Cfg::BN>(sacc, a0 + ((box * Cfg::BM * 128 + koff) >> 4),
-                                   b0 + ((box * Cfg::BN * 128 + koff) >> 4), kk > 0);
+                                   b0 + ((box * Cfg::BN * 128 + koff) >> 4), step > 0);
         }
     } else {
 #pragma unroll
@@ -89,6 +93,34 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[Cfg::BN / 16][4],
         pa[kk][1] = Elem<kBf16>::pack(sacc[8 * kk + 2], sacc[8 * kk + 3]);
         pa[kk][2] = Elem<kBf16>::pack(sacc[8 * kk + 4], sacc[8 * kk + 5]);
         pa[kk][3] = Elem<kBf16>::pack(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+}
+
+// Shared S: each consumer holds S over its half of the head dim; the halves
+// meet in shared memory (thread t's 4-float group i at [i][t], so a quarter
+// warp's 16-byte stores cover 128 contiguous bytes) and each consumer adds
+// the other's. a + b == b + a, so both get the same S bit for bit. Two
+// buffers by tile parity: a consumer rewrites one only after the next tile's
+// barrier, which the other passes only after reading it.
+template <typename Cfg>
+__device__ __forceinline__ void share_s(float (&s)[Cfg::kSRegs], float *shared_s, int parity,
+                                        int consumer, int tid) {
+    static_assert(Cfg::kConsumers == 2 && Cfg::kSRegs % 4 == 0, "two halves, float4 groups");
+    constexpr int kGroups = Cfg::kSRegs / 4;
+    float4 *mine = reinterpret_cast<float4 *>(shared_s) + (parity * 2 + consumer) * kGroups * 128;
+    const float4 *other =
+        reinterpret_cast<const float4 *>(shared_s) + (parity * 2 + (consumer ^ 1)) * kGroups * 128;
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i)
+        mine[i * 128 + tid] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+    ptx::named_barrier_sync(kConsumersBarrier, 128 * Cfg::kConsumers);
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) {
+        const float4 x = other[i * 128 + tid];
+        s[4 * i] += x.x;
+        s[4 * i + 1] += x.y;
+        s[4 * i + 2] += x.z;
+        s[4 * i + 3] += x.w;
     }
 }
 

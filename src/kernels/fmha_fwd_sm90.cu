@@ -17,7 +17,9 @@
 // the softmax, and a sink logit joins the denominator in the epilogue (all
 // three on their own entry points). A paged KV cache is read in TMA boxes of
 // whole page chunks, one per lane of the producer warp (block table looked up
-// by the lanes).
+// by the lanes). head_dim 512 splits D instead of rows: both consumers take
+// the same 64 rows, each owning half of O's columns, and compute the whole S
+// (or, with shared S, each half of it, summed through shared memory).
 //
 // This file holds the consumer main loop and the entry points; the pieces
 // live in kernels/sm90/: config (tile constants, shared-memory layout),

@@ -33,11 +33,10 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         fmha_status st = need_image("decode", sm);
         if (st == FMHA_STATUS_SUCCESS) st = need_image("combine", sm);
         if (st == FMHA_STATUS_SUCCESS) st = decode_configure(p, dev, out);
-        // AUTO sends explicit split counts only here, and head_dim 512 unless
-        // the Hopper kernel runs it; other problems fall back (e.g. a device
-        // with too little shared memory per block).
-        if (st == FMHA_STATUS_SUCCESS || !auto_decode || (p.head_dim == 512 && !hopper_runs_it) ||
-            p.num_splits >= 2)
+        // AUTO sends explicit split counts only here, and head_dim 512 only
+        // where the Hopper kernel cannot run it (no other kernel can); other
+        // problems fall back (e.g. a device with too little shared memory per block).
+        if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512 || p.num_splits >= 2)
             return st;
         clear_error();
     }

@@ -35,8 +35,9 @@ struct Config {
     static constexpr int kQBytes = BM * Dp * 2;
     static constexpr int kKVBytes = BN * Dp * 2;     // one K or V stage
     static constexpr int kSRegs = BN / 2;            // S accumulator per thread
-    // Split D (hd512): every consumer computes the block's whole S (the same
-    // softmax in each, bit for bit) and owns kDv of O's columns.
+    // Split D (hd512): every consumer computes the block's whole S (or, with
+    // shared S, half of it, summed; the same softmax in each, bit for bit)
+    // and owns kDv of O's columns.
     static constexpr bool kSplitD = sm90_split_d(kTile);
     static constexpr int kDv = kSplitD ? Dp / kConsumers : Dp;  // O columns per consumer
     static constexpr int kConsumerRows = kSplitD ? 0 : 64;      // row offset per consumer

@@ -211,8 +211,11 @@ FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim, bool paged) {
     return (decode_tile(head_dim, paged).warps / decode_tile(head_dim, paged).d_split) *
            kDecodeRows * (head_dim + 2) * 4;
 }
+#ifndef FMHA_DECODE_TUNE_SMEM_PAD
+#define FMHA_DECODE_TUNE_SMEM_PAD 0  // tuning runs only: extra bytes to lower occupancy
+#endif
 FMHA_HOST_DEVICE constexpr int decode_smem_bytes(int head_dim, bool paged) {
-    return decode_q_bytes(head_dim) +
+    return FMHA_DECODE_TUNE_SMEM_PAD + decode_q_bytes(head_dim) +
            (decode_pipeline_bytes(head_dim, paged) > decode_reduce_bytes(head_dim, paged)
                 ? decode_pipeline_bytes(head_dim, paged)
                 : decode_reduce_bytes(head_dim, paged));

@@ -72,13 +72,15 @@ __device__ __forceinline__ void zero_v_tail(uint8_t *v_stage, int first_row, int
 // Ping-pong: the consumer warpgroups take turns issuing their GEMMs (named
 // barriers 8.., one per warpgroup), so one's softmax runs under another's
 // GEMMs. The last warpgroup opens the ring once; warpgroup 0 closes it.
+// Consumers sharing S meet at every tile's exchange anyway, so neither's
+// softmax can run under the other's GEMMs: no turns (4% faster, h10).
 template <typename Cfg>
 struct Turns {
     int consumer;
     bool started = false;
 
     __device__ __forceinline__ void mine() {
-        if constexpr (!kPingPong || Cfg::kConsumers < 2) return;
+        if constexpr (!kPingPong || Cfg::kConsumers < 2 || Cfg::kSharedS) return;
         if (!started) {
             started = true;
             if (consumer == Cfg::kConsumers - 1) ptx::named_barrier_arrive(8, 256);
@@ -86,11 +88,11 @@ struct Turns {
         ptx::named_barrier_sync(8 + consumer, 256);
     }
     __device__ __forceinline__ void yours() {
-        if constexpr (!kPingPong || Cfg::kConsumers < 2) return;
+        if constexpr (!kPingPong || Cfg::kConsumers < 2 || Cfg::kSharedS) return;
         ptx::named_barrier_arrive(8 + (consumer + 1) % Cfg::kConsumers, 256);
     }
     __device__ __forceinline__ void finish() {
-        if constexpr (!kPingPong || Cfg::kConsumers < 2) return;
+        if constexpr (!kPingPong || Cfg::kConsumers < 2 || Cfg::kSharedS) return;
         if (started && consumer == 0) ptx::named_barrier_sync(8, 256);
     }
 };
@@ -111,7 +113,10 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     uint8_t *o_mine = sm.o + row_offset * 128;
     const int col0 = Cfg::kSplitD ? consumer * Cfg::kDv : 0;  // first O column owned
     const int v_cols = col0 / 64 * BN * 128;
-    const int kk0 = consumer * (Cfg::kSharedS ? Cfg::kSSteps : 0);  // S over this half of D
+    // S over this half of D. Broadcast from lane 0 so the compiler knows it is
+    // warp-uniform and keeps the S descriptors in uniform registers (else 4
+    // R2UR per wgmma: 683 against 483 instructions per key tile).
+    const int kk0 = Cfg::kSharedS ? __shfl_sync(0xffffffffu, consumer, 0) * Cfg::kSSteps : 0;
     Turns<Cfg> turns{consumer};
     const int shift = params.group_shift;
 

@@ -59,4 +59,14 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(const void *smem, uint32_t l
     return desc;
 }
 
+// The descriptor of `units` 16-byte units past `desc`'s address: only the
+// low word changes (the 14-bit address field cannot carry out below 256 KB),
+// so stepping costs one 32-bit add instead of a 64-bit one.
+__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t units) {
+    uint64_t out;
+    asm("{\n.reg .b32 lo, hi;\nmov.b64 {lo, hi}, %1;\nadd.u32 lo, lo, %2;\nmov.b64 %0, {lo, hi};\n}\n"
+        : "=l"(out) : "l"(desc), "r"(units));
+    return out;
+}
+
 }  // namespace fmha::ptx

@@ -38,17 +38,30 @@ __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const u
                                              const uint8_t *k_tile, int kk0 = 0) {
     ptx::wgmma_fence();
     if constexpr (Cfg::kSplitD) {
-        // 32 k-steps: step from one base descriptor (the address field
-        // counts 16-byte units) rather than hoist 32 pairs of them. Unrolled:
-        // a rolled loop made ptxas fence every wgmma (h9: 1.75x slower).
-        const uint64_t a0 = ptx::smem_desc_sw128(q_rows, 16, 1024);
-        const uint64_t b0 = ptx::smem_desc_sw128(k_tile, 16, 1024);
+        // 32 k-steps (16 with shared S): step from one base descriptor (the
+        // address field counts 16-byte units) rather than hoist 32 pairs of
+        // them; the base sits at kk0's box, so every step's offset is a
+        // constant. Unrolled: a rolled loop made ptxas fence every wgmma (h9:
+        // 1.75x slower).
+        static_assert(Cfg::kSSteps % 4 == 0, "a consumer's k-steps start at a box");
+        const int box0 = kk0 / 4;
+        const uint64_t a0 = ptx::smem_desc_sw128(q_rows + box0 * Cfg::BM * 128, 16, 1024);
+        const uint64_t b0 = ptx::smem_desc_sw128(k_tile + box0 * Cfg::BN * 128, 16, 1024);
 #pragma unroll
         for (int step = 0; step < Cfg::kSSteps; ++step) {
-            const int kk = kk0 + step;
-            const int box = kk / 4, koff = (kk % 4) * 32;
-            s_gemm<kBf16, Cfg::BN>(sacc, a0 + ((box * Cfg::BM * 128 + koff) >> 4),
-                                   b0 + ((box * Cfg::BN * 128 + koff) >> 4), step > 0);
+            const int box = step / 4, koff = (step % 4) * 32;
+            // With shared S the base is a run-time value (the consumer's half):
+            // 32-bit steps keep it in uniform registers (h10: 7% faster than
+            // 64-bit adds, which took 4 R2UR per wgmma). Below 64 rows the
+            // base is known at compile time and 64-bit adds fold.
+            if constexpr (Cfg::kSharedS) {
+                s_gemm<kBf16, Cfg::BN>(
+                    sacc, ptx::smem_desc_advance(a0, (box * Cfg::BM * 128 + koff) >> 4),
+                    ptx::smem_desc_advance(b0, (box * Cfg::BN * 128 + koff) >> 4), step > 0);
+            } else {
+                s_gemm<kBf16, Cfg::BN>(sacc, a0 + ((box * Cfg::BM * 128 + koff) >> 4),
+                                       b0 + ((box * Cfg::BN * 128 + koff) >> 4), step > 0);
+            }
         }
     } else {
 #pragma unroll

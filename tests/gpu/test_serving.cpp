@@ -305,8 +305,8 @@ TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-fe
     int scoremod_runs = 0;
     for (const auto &k : st.kernels)
         if (k.first.find("_scoremod") != std::string::npos) scoremod_runs += k.second;
-    // At least the HOPPER runs: 10 features x 3 shapes.
-    CHECK(scoremod_runs >= 30);
+    // At least the HOPPER runs: 10 features x 3 shapes (all cases, no FMHA_TEST_CASE filter).
+    if (!std::getenv("FMHA_TEST_CASE")) CHECK(scoremod_runs >= 30);
 }
 
 // ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 
 One process, the same random tensors for every implementation, CUDA events,
 warm-ups, median of --reps timed runs. Prints TFLOP/s of each and the ratio
-libfmha / cuDNN per row, then the median ratio over the grid.
+libfmha / cuDNN per row, then the median ratio over the grid. Rows neither
+cuDNN nor flash runs (head_dim 512) take SDPA's memory-efficient backend as
+the peer and reference instead ("mem-eff" column; no cuDNN ratio).
 
     FMHA_LIBRARY=build/libfmha.so PYTHONPATH=bindings/python/src \\
         python3 tests/bench/bench_prefill.py [--quick] [--markdown out.md]
@@ -59,6 +61,7 @@ def grid(quick: bool) -> List[Row]:
     extra = [2048, 8192]
     rows += [Row(torch.float16, 128, s, c) for s in extra for c in (False, True)]
     rows += [Row(torch.bfloat16, 128, s, c, kv_ratio=8) for s in extra for c in (False, True)]
+    rows += [Row(torch.bfloat16, 512, s, c) for s in extra for c in (False, True)]
     return rows
 
 
@@ -100,7 +103,11 @@ def run_row(row: Row, args: argparse.Namespace) -> dict:
     result = {"row": row, "kernel": plan.info.kernel_name}
     result["fmha_ms"] = time_ms(ours, args.warmup, args.reps)
     ref: Optional[torch.Tensor] = None
-    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+                          ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        if name == "efficient" and ref is not None:
+            result["efficient_ms"] = None  # only where neither cuDNN nor flash runs
+            continue
         try:
             with sdpa_kernel(backend):
                 def peer() -> torch.Tensor:
@@ -140,17 +147,19 @@ def main() -> int:
     dev = torch.cuda.get_device_name()
     print(f"device: {dev}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}; "
           f"libfmha {fmha.version()}; kernel={args.kernel}")
-    header = f"{'problem':<28} {'B':>3} {'H':>3} {'fmha':>7} {'cuDNN':>7} {'flash':>7} {'fmha/cuDNN':>10} {'maxdiff':>8}"
+    header = (f"{'problem':<28} {'B':>3} {'H':>3} {'fmha':>7} {'cuDNN':>7} {'flash':>7} {'mem-eff':>7} "
+              f"{'fmha/cuDNN':>10} {'maxdiff':>8}")
     print(header)
-    md = ["| problem | B | H | libfmha TFLOP/s | cuDNN | flash (FA2) | libfmha/cuDNN | max diff vs cuDNN |",
-          "|---|---|---|---|---|---|---|---|"]
+    md = ["| problem | B | H | libfmha TFLOP/s | cuDNN | flash (FA2) | mem-eff | libfmha/cuDNN | max diff vs peer |",
+          "|---|---|---|---|---|---|---|---|---|"]
     ratios = []
     failures = 0
     for row in grid(args.quick):
         if args.only and not re.search(args.only, row.label()):
             continue
         r = run_row(row, args)
-        ours, cudnn, flash = (tflops(row, r.get(k)) for k in ("fmha_ms", "cudnn_ms", "flash_ms"))
+        ours, cudnn, flash, eff = (tflops(row, r.get(k))
+                                   for k in ("fmha_ms", "cudnn_ms", "flash_ms", "efficient_ms"))
         ratio = ours / cudnn if ours and cudnn else None
         if ratio is not None:
             ratios.append(ratio)
@@ -158,10 +167,11 @@ def main() -> int:
         # bf16 outputs of two correct kernels differ by a few ulps of |O| <= ~4.
         bad = diff is not None and not diff < 0.05
         failures += bad
-        print(f"{row.label():<28} {row.batch:>3} {row.heads:>3} {fmt(ours)} {fmt(cudnn)} {fmt(flash)} "
+        print(f"{row.label():<28} {row.batch:>3} {row.heads:>3} {fmt(ours)} {fmt(cudnn)} {fmt(flash)} {fmt(eff)} "
               f"{fmt(ratio, '10.3f')} {fmt(diff, '8.4f')}{'  MISMATCH' if bad else ''}  {r['kernel']}", flush=True)
         md.append(f"| {row.label()} | {row.batch} | {row.heads} | {fmt(ours).strip()} | {fmt(cudnn).strip()} | "
-                  f"{fmt(flash).strip()} | {fmt(ratio, '.3f').strip()} | {fmt(diff, '.4f').strip()} |")
+                  f"{fmt(flash).strip()} | {fmt(eff).strip()} | {fmt(ratio, '.3f').strip()} | "
+                  f"{fmt(diff, '.4f').strip()} |")
     if ratios:
         print(f"median libfmha/cuDNN over {len(ratios)} rows: {statistics.median(ratios):.3f}; "
               f"min {min(ratios):.3f}")

@@ -46,6 +46,7 @@ import argparse
 import os
 import datetime
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -451,6 +452,14 @@ def self_test() -> int:
     t.rows.append(["x", "1|2"])
     check("| x | 1/2 |" in t.markdown(), "markdown row")
 
+    # The cuDNN refusal reason: the cause after torch's "not used because:" warning.
+    caught = ["Memory Efficient attention has been runtime disabled. (Triggered internally at x.h:1.)",
+              "cuDNN attention kernel not used because: (Triggered internally at y.cpp:2.)",
+              "head_dim should be no more than 256 (Triggered internally at y.cpp:3.)"]
+    check(_reason(RuntimeError("no kernel"), caught) == "head_dim should be no more than 256",
+          "cuDNN refusal reason")
+    check(_reason(RuntimeError("no kernel"), []) == "no kernel", "refusal reason from the exception")
+
     api_check()
 
     print("self-test: " + ("ok" if not failures else f"{failures} failure(s)"))
@@ -646,10 +655,15 @@ def err_str(e: Optional[float]) -> str:
 
 
 def _reason(exc: BaseException, caught: Sequence[Any]) -> str:
-    for w in caught:
-        text = str(w.message).strip()
-        if "cudnn" in text.lower() or "cuDNN" in text:
-            return text.splitlines()[0][:70]
+    """Why SDPA's cuDNN backend refused: torch warns "cuDNN attention kernel not used
+    because:" and gives the cause in the next warning (e.g. "head_dim should be no more
+    than 256"); other backends' "runtime disabled" notes say nothing."""
+    texts = [re.sub(r"\s*\(Triggered internally at [^)]*\)\.?", "", str(getattr(w, "message", w))).strip()
+             for w in caught]
+    start = next((i for i, t in enumerate(texts) if "cudnn" in t.lower() and "because" in t), -1)
+    for t in texts[start + 1:] if start >= 0 else texts:
+        if t and "because" not in t and "runtime disabled" not in t:
+            return t.splitlines()[0][:70]
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:70]
 

@@ -3,7 +3,7 @@
 tedious by hand. Run after editing: python3 generate_wgmma.py > wgmma.cuh"""
 
 SS_SHAPES = (32, 64, 80, 128, 176, 192)  # N of m64nNk16 with A from shared memory (S = Q·Kᵀ tiles)
-RS_SHAPES = (64, 128)  # A from registers (O += P·V, issued in 64- or 128-column chunks)
+RS_SHAPES = (32, 64, 128)  # A from registers (O += P·V in 64- or 128-column chunks; hd512 S with Q held)
 
 
 def operands(n):

@@ -49,14 +49,6 @@ namespace fmha::sm90 {
 #endif
 constexpr bool kPingPong = FMHA_SM90_PING_PONG != 0;
 
-// Shared S: each consumer holds its half of Q as wgmma A fragments (64
-// registers) instead of reading it from shared memory for every K tile.
-#ifdef FMHA_SM90_TUNE_NO_Q_REGS
-template <typename Cfg> constexpr bool kQInRegisters = false;
-#else
-template <typename Cfg> constexpr bool kQInRegisters = Cfg::kSharedS;
-#endif
-
 
 // Zeroes key rows [first_row, BN) of a V stage, split over the consumer
 // warpgroups, which then meet at a barrier. A sequence's last key tile may
@@ -130,9 +122,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
 
     float o[Cfg::kOChunks][Cfg::kORegs];
     float sacc[Cfg::kSRegs];
-    uint32_t qa[kQRegSteps][4];  // shared S: part of this consumer's half of Q, held
+    uint32_t qa[Cfg::kQRegArray][4];  // part of this consumer's Q, held (Cfg::kQRegSteps)
     auto issue_s = [&](const uint8_t *k_tile) {
-        if constexpr (kQInRegisters<Cfg>) issue_s_gemm_rs<kBf16, Cfg>(sacc, qa, q_mine, k_tile, kk0);
+        if constexpr (Cfg::kQRegSteps > 0) issue_s_gemm_rs<kBf16, Cfg>(sacc, qa, q_mine, k_tile, kk0);
         else issue_s_gemm<kBf16, Cfg>(sacc, q_mine, k_tile, kk0);
     };
     uint32_t pa[BN / 16][4];
@@ -163,7 +155,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             if (Cfg::kSeparateO && last_s_gemm) ptx::mbarrier_arrive(sm.empty_q);
         };
         ptx::mbarrier_wait(sm.full_q, q_iter & 1);
-        if constexpr (kQInRegisters<Cfg>) load_q_fragments<Cfg>(qa, q_mine, kk0, tid);
+        if constexpr (Cfg::kQRegSteps > 0) load_q_fragments<Cfg>(qa, q_mine, kk0, tid);
         if (n_tiles > 0) {
             const int s0 = kv_iter % kStages;
             ptx::mbarrier_wait(&sm.full_k[s0], (kv_iter / kStages) & 1);

@@ -48,6 +48,7 @@ struct Sm90Tile {
     bool separate_o; // O staged in its own buffer (else in Q's)
     int smem_o_bytes;
     int smem_shared_s_bytes = 0;  // split D: the consumers' S halves, summed through shared memory
+    int q_reg_steps = 0;  // shared S: k-steps of S = Q·Kᵀ whose Q a consumer holds in registers
 };
 
 // Key sequences at least this long get hd128's wide key tile.
@@ -90,10 +91,16 @@ enum Sm90Shape : int {
 // each) fill the shared memory. Each consumer computes the whole S, or with
 // kSm90SharedS half of it (its half of the head dim), the halves summed
 // through 32 KB of shared memory: less Q read per tile, one more barrier
-// (h9b: faster where all 64 rows are used, slower at 16).
+// (h9b: faster where all 64 rows are used, slower at 16). A shared-S consumer
+// holds the first 10 of its 16 k-steps of Q as wgmma A fragments (40
+// registers; 12 spill): the S GEMM reads less from shared memory (h12).
+// FMHA_SM90_TUNE_Q_REG_STEPS overrides the count for tuning runs only.
+#ifndef FMHA_SM90_TUNE_Q_REG_STEPS
+#define FMHA_SM90_TUNE_Q_REG_STEPS 10
+#endif
 FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, int shape) {
     return head_dim == 512 && shape == kSm90SharedS
-               ? Sm90Tile{64, 32, 2, 2, 512, false, 0, 2 * 2 * 64 * 32 * 4}
+               ? Sm90Tile{64, 32, 2, 2, 512, false, 0, 2 * 2 * 64 * 32 * 4, FMHA_SM90_TUNE_Q_REG_STEPS}
          : head_dim == 512 ? Sm90Tile{64, 32, 2, 2, 512, false, 0}
          : head_dim == 256 ? Sm90Tile{128, 80, 2, 2, 256, false, 0}
          : head_dim == 64 && shape == kSm90NarrowRows ? Sm90Tile{128, 128, 2, 2, 64, true, 128 * 64 * 2}

@@ -45,6 +45,9 @@ struct Config {
     // kSm90SharedS: each consumer computes S over its half of the head dim.
     static constexpr bool kSharedS = kTile.smem_shared_s_bytes > 0;
     static constexpr int kSSteps = Dp / 16 / (kSharedS ? kConsumers : 1);  // S k-steps per consumer
+    // The first kQRegSteps of them take Q from registers (RS wgmma).
+    static constexpr int kQRegSteps = kTile.q_reg_steps;
+    static constexpr int kQRegArray = kQRegSteps > 0 ? kQRegSteps : 1;  // no zero-length arrays
     static constexpr int kOChunkN = Dp >= 128 ? 128 : 64;
     static constexpr int kOChunks = kDv / kOChunkN;  // wgmma issues per k-step of P·V
     static constexpr int kORegs = kOChunkN / 2;
@@ -67,6 +70,8 @@ struct Config {
                                 kTile.smem_shared_s_bytes == 2 * kConsumers * BM * BN * 4),
                   "shared S: two split-D consumers, two tiles of fp32 S each");
     static_assert(kTile.smem_o_bytes == (kSeparateO ? kQBytes : 0), "traits agree");
+    static_assert(kQRegSteps >= 0 && kQRegSteps <= kSSteps && (kQRegSteps == 0 || (kSharedS && BN == 32)),
+                  "Q in registers: shared S only (the m64n32k16 RS wrapper), at most a consumer's k-steps");
     static_assert(BN == 32 || BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192,
                   "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
     static_assert(sm90_threads(D, kShape) == kThreads, "launch and kernel agree on the CTA size");

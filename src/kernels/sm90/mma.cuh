@@ -76,23 +76,19 @@ __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const u
     ptx::wgmma_commit();
 }
 
-// Shared S with part of Q held in registers: the first kQRegSteps k-steps of
-// this consumer's half of the block's Q as wgmma A fragments (warp w: rows
-// 16w..16w+15, the mma.m16n8k16 A layout), read once per query block from
-// the 128-byte-swizzled Q boxes; the other k-steps read Q from shared memory.
-#ifndef FMHA_SM90_TUNE_Q_REG_STEPS
-#define FMHA_SM90_TUNE_Q_REG_STEPS 8
-#endif
-constexpr int kQRegSteps = FMHA_SM90_TUNE_Q_REG_STEPS;
-
+// Shared S with part of Q held in registers: the first Cfg::kQRegSteps
+// k-steps of this consumer's half of the block's Q as wgmma A fragments
+// (warp w: rows 16w..16w+15, the mma.m16n8k16 A layout), read once per query
+// block from the 128-byte-swizzled Q boxes; the other k-steps read Q from
+// shared memory.
 template <typename Cfg>
-__device__ __forceinline__ void load_q_fragments(uint32_t (&qa)[kQRegSteps][4],
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qa)[Cfg::kQRegArray][4],
                                                  const uint8_t *q_rows, int kk0, int tid) {
     const int lane = tid % 32, warp = tid / 32;
     const int m = lane / 8;                              // the x4 load's matrix
     const int row = warp * 16 + (m % 2) * 8 + lane % 8;  // row of the block
 #pragma unroll
-    for (int step = 0; step < kQRegSteps; ++step) {
+    for (int step = 0; step < Cfg::kQRegSteps; ++step) {
         const int kk = kk0 + step;
         const int chunk = (kk % 4) * 2 + m / 2;          // 16-byte chunk in the 128-byte row
         const uint8_t *addr =
@@ -101,10 +97,10 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qa)[kQRegSteps][4],
     }
 }
 
-// S = Q·Kᵀ for one K tile, the first kQRegSteps k-steps with A from registers.
+// S = Q·Kᵀ for one K tile, the first Cfg::kQRegSteps k-steps with A from registers.
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void issue_s_gemm_rs(float (&sacc)[Cfg::kSRegs],
-                                                const uint32_t (&qa)[kQRegSteps][4],
+                                                const uint32_t (&qa)[Cfg::kQRegArray][4],
                                                 const uint8_t *q_rows, const uint8_t *k_tile,
                                                 int kk0) {
     ptx::wgmma_fence();
@@ -115,8 +111,8 @@ __device__ __forceinline__ void issue_s_gemm_rs(float (&sacc)[Cfg::kSRegs],
     for (int step = 0; step < Cfg::kSSteps; ++step) {
         const int box = step / 4, koff = (step % 4) * 32;
         const uint64_t b = ptx::smem_desc_advance(b0, (box * Cfg::BN * 128 + koff) >> 4);
-        if (step < kQRegSteps)
-            ptx::wgmma_m64n32k16_rs<kBf16, 0>(sacc, qa[step < kQRegSteps ? step : 0], b, step > 0);
+        if (step < Cfg::kQRegSteps)
+            ptx::wgmma_m64n32k16_rs<kBf16, 0>(sacc, qa[step < Cfg::kQRegSteps ? step : 0], b, step > 0);
         else
             s_gemm<kBf16, Cfg::BN>(sacc, ptx::smem_desc_advance(a0, (box * Cfg::BM * 128 + koff) >> 4),
                                    b, step > 0);

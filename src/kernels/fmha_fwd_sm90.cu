@@ -123,10 +123,6 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     float o[Cfg::kOChunks][Cfg::kORegs];
     float sacc[Cfg::kSRegs];
     uint32_t qa[Cfg::kQRegArray][4];  // part of this consumer's Q, held (Cfg::kQRegSteps)
-    auto issue_s = [&](const uint8_t *k_tile) {
-        if constexpr (Cfg::kQRegSteps > 0) issue_s_gemm_rs<kBf16, Cfg>(sacc, qa, q_mine, k_tile, kk0);
-        else issue_s_gemm<kBf16, Cfg>(sacc, q_mine, k_tile, kk0);
-    };
     uint32_t pa[BN / 16][4];
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
@@ -160,7 +156,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int s0 = kv_iter % kStages;
             ptx::mbarrier_wait(&sm.full_k[s0], (kv_iter / kStages) & 1);
             turns.mine();
-            issue_s(sm.k + s0 * Cfg::kKVBytes);
+            issue_s_gemm<kBf16, Cfg>(sacc, qa, q_mine, sm.k + s0 * Cfg::kKVBytes, kk0);
             turns.yours();
             ptx::wgmma_wait<0>();
             ptx::fence_registers(sacc);
@@ -178,7 +174,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::mbarrier_wait(&sm.full_k[s], (it / kStages) & 1);
                 ptx::mbarrier_wait(&sm.full_v[s_prev], ((it - 1) / kStages) & 1);
                 turns.mine();
-                issue_s(sm.k + s * Cfg::kKVBytes);
+                issue_s_gemm<kBf16, Cfg>(sacc, qa, q_mine, sm.k + s * Cfg::kKVBytes, kk0);
                 issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_prev * Cfg::kKVBytes + v_cols);
                 turns.yours();
                 ptx::wgmma_wait<1>();  // S_j is ready (groups retire in order)

@@ -29,53 +29,6 @@ __device__ __forceinline__ void pv_gemm(float (&d)[N / 2], const uint32_t (&a)[4
     else ptx::wgmma_m64n128k16_rs<kBf16, 1>(d, a, b, 1);
 }
 
-// Issues S = Q·Kᵀ for one K tile (one commit group). Both operands are
-// K-major: 8-row groups 1024 bytes apart; a k-step of 16 columns is 32 bytes
-// inside the swizzled 128-byte row, and every 4 k-steps move to the next box.
-// With shared S (split D), consumer c takes the k-steps from kk0 =
-// c * kSSteps: its half of the head dim.
-template <bool kBf16, typename Cfg>
-__device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs], const uint8_t *q_rows,
-                                             const uint8_t *k_tile, int kk0 = 0) {
-    ptx::wgmma_fence();
-    if constexpr (Cfg::kSplitD) {
-        // 32 k-steps (16 with shared S): step from one base descriptor (the
-        // address field counts 16-byte units) rather than hoist 32 pairs of
-        // them; the base sits at kk0's box, so every step's offset is a
-        // constant. Unrolled: a rolled loop made ptxas fence every wgmma (h9:
-        // 1.75x slower).
-        static_assert(Cfg::kSSteps % 4 == 0, "a consumer's k-steps start at a box");
-        const int box0 = kk0 / 4;
-        const uint64_t a0 = ptx::smem_desc_sw128(q_rows + box0 * Cfg::BM * 128, 16, 1024);
-        const uint64_t b0 = ptx::smem_desc_sw128(k_tile + box0 * Cfg::BN * 128, 16, 1024);
-#pragma unroll
-        for (int step = 0; step < Cfg::kSSteps; ++step) {
-            const int box = step / 4, koff = (step % 4) * 32;
-            // With shared S the base is a run-time value (the consumer's half):
-            // 32-bit steps keep it in uniform registers (h10: 7% faster than
-            // 64-bit adds, which took 4 R2UR per wgmma). Below 64 rows the
-            // base is known at compile time and 64-bit adds fold.
-            if constexpr (Cfg::kSharedS) {
-                s_gemm<kBf16, Cfg::BN>(
-                    sacc, ptx::smem_desc_advance(a0, (box * Cfg::BM * 128 + koff) >> 4),
-                    ptx::smem_desc_advance(b0, (box * Cfg::BN * 128 + koff) >> 4), step > 0);
-            } else {
-                s_gemm<kBf16, Cfg::BN>(sacc, a0 + ((box * Cfg::BM * 128 + koff) >> 4),
-                                       b0 + ((box * Cfg::BN * 128 + koff) >> 4), step > 0);
-            }
-        }
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
-            const int box = kk / 4, koff = (kk % 4) * 32;
-            const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
-            const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
-            s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
-        }
-    }
-    ptx::wgmma_commit();
-}
-
 // Shared S with part of Q held in registers: the first Cfg::kQRegSteps
 // k-steps of this consumer's half of the block's Q as wgmma A fragments
 // (warp w: rows 16w..16w+15, the mma.m16n8k16 A layout), read once per query
@@ -97,25 +50,58 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qa)[Cfg::kQRegArray]
     }
 }
 
-// S = Q·Kᵀ for one K tile, the first Cfg::kQRegSteps k-steps with A from registers.
+// Issues S = Q·Kᵀ for one K tile (one commit group). Both operands are
+// K-major: 8-row groups 1024 bytes apart; a k-step of 16 columns is 32 bytes
+// inside the swizzled 128-byte row, and every 4 k-steps move to the next box.
+// With shared S (split D), consumer c takes the k-steps from kk0 =
+// c * kSSteps: its half of the head dim, the first Cfg::kQRegSteps of them
+// with Q from `qa` (load_q_fragments).
 template <bool kBf16, typename Cfg>
-__device__ __forceinline__ void issue_s_gemm_rs(float (&sacc)[Cfg::kSRegs],
-                                                const uint32_t (&qa)[Cfg::kQRegArray][4],
-                                                const uint8_t *q_rows, const uint8_t *k_tile,
-                                                int kk0) {
+__device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs],
+                                             const uint32_t (&qa)[Cfg::kQRegArray][4],
+                                             const uint8_t *q_rows, const uint8_t *k_tile, int kk0) {
     ptx::wgmma_fence();
-    const int box0 = kk0 / 4;
-    const uint64_t a0 = ptx::smem_desc_sw128(q_rows + box0 * Cfg::BM * 128, 16, 1024);
-    const uint64_t b0 = ptx::smem_desc_sw128(k_tile + box0 * Cfg::BN * 128, 16, 1024);
+    if constexpr (Cfg::kSplitD) {
+        // 32 k-steps (16 with shared S): step from one base descriptor (the
+        // address field counts 16-byte units) rather than hoist 32 pairs of
+        // them; the base sits at kk0's box, so every step's offset is a
+        // constant. Unrolled: a rolled loop made ptxas fence every wgmma (h9:
+        // 1.75x slower).
+        static_assert(Cfg::kSSteps % 4 == 0, "a consumer's k-steps start at a box");
+        const int box0 = kk0 / 4;
+        const uint64_t a0 = ptx::smem_desc_sw128(q_rows + box0 * Cfg::BM * 128, 16, 1024);
+        const uint64_t b0 = ptx::smem_desc_sw128(k_tile + box0 * Cfg::BN * 128, 16, 1024);
 #pragma unroll
-    for (int step = 0; step < Cfg::kSSteps; ++step) {
-        const int box = step / 4, koff = (step % 4) * 32;
-        const uint64_t b = ptx::smem_desc_advance(b0, (box * Cfg::BN * 128 + koff) >> 4);
-        if (step < Cfg::kQRegSteps)
-            ptx::wgmma_m64n32k16_rs<kBf16, 0>(sacc, qa[step < Cfg::kQRegSteps ? step : 0], b, step > 0);
-        else
-            s_gemm<kBf16, Cfg::BN>(sacc, ptx::smem_desc_advance(a0, (box * Cfg::BM * 128 + koff) >> 4),
-                                   b, step > 0);
+        for (int step = 0; step < Cfg::kSSteps; ++step) {
+            const int box = step / 4, koff = (step % 4) * 32;
+            // With shared S the base is a run-time value (the consumer's half):
+            // 32-bit steps keep it in uniform registers (h10: 7% faster than
+            // 64-bit adds, which took 4 R2UR per wgmma). Below 64 rows the
+            // base is known at compile time and 64-bit adds fold.
+            if constexpr (Cfg::kSharedS) {
+                const uint64_t b = ptx::smem_desc_advance(b0, (box * Cfg::BN * 128 + koff) >> 4);
+                if constexpr (Cfg::kQRegSteps > 0) {
+                    if (step < Cfg::kQRegSteps) {
+                        ptx::wgmma_m64n32k16_rs<kBf16, 0>(sacc, qa[step < Cfg::kQRegSteps ? step : 0],
+                                                          b, step > 0);
+                        continue;
+                    }
+                }
+                s_gemm<kBf16, Cfg::BN>(
+                    sacc, ptx::smem_desc_advance(a0, (box * Cfg::BM * 128 + koff) >> 4), b, step > 0);
+            } else {
+                s_gemm<kBf16, Cfg::BN>(sacc, a0 + ((box * Cfg::BM * 128 + koff) >> 4),
+                                       b0 + ((box * Cfg::BN * 128 + koff) >> 4), step > 0);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
+            const int box = kk / 4, koff = (kk % 4) * 32;
+            const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
+            const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
+            s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
+        }
     }
     ptx::wgmma_commit();
 }

@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <new>
 
 #include "context.h"
 #include "errors.h"
@@ -23,10 +22,8 @@ static_assert(FMHA_MERGE_MAX_PARTS <= kMaxCombineParts, "combine kernel paramete
 fmha_status read_merge_descriptor(const fmha_merge_descriptor *d, MergeProblem *out) {
     if (d == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "merge descriptor is NULL");
     if (merge_descriptor_size(d->version) == 0)
-        return fail(FMHA_STATUS_VERSION_MISMATCH,
-                    "merge_descriptor.version is %u: this library knows version %d (call "
-                    "fmha_merge_descriptor_init)",
-                    d->version, FMHA_MERGE_DESCRIPTOR_VERSION);
+        return unknown_version("merge_descriptor.version", d->version,
+                               FMHA_MERGE_DESCRIPTOR_VERSION, "fmha_merge_descriptor_init");
     MergeProblem m;
     if (d->dtype != FMHA_DTYPE_BF16 && d->dtype != FMHA_DTYPE_FP16)
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
@@ -106,24 +103,12 @@ FMHA_API fmha_status fmha_create_merge_plan(fmha_plan **plan_out,
     *plan_out = nullptr;
     fmha::MergeProblem m;
     FMHA_TRY(fmha::read_merge_descriptor(desc, &m));
-    const fmha::Driver *drv;
-    FMHA_TRY(fmha::load_driver(&drv));
     fmha::DeviceContext dc;
-    FMHA_TRY(fmha::acquire_context(*drv, desc->device, &dc));
-    auto *plan = new (std::nothrow) fmha_plan();
-    if (plan == nullptr) {
-        fmha::release_context(*drv, dc);
-        return fmha::fail(FMHA_STATUS_OUT_OF_MEMORY, "allocating the plan failed");
-    }
+    fmha_plan *plan;
+    FMHA_TRY(fmha::new_device_plan(desc->device, &plan, &dc));
     plan->is_merge = true;
     plan->merge = m;
-    plan->drv = drv;
-    plan->ctx = dc.ctx;
-    plan->device = dc.device;
-    plan->device_ordinal = dc.ordinal;
-    plan->device_sm = dc.sm;
-    plan->num_sms = dc.num_sms;
-    plan->retained_primary = dc.retained_primary;
+    const fmha::Driver *drv = plan->drv;
     plan->choice.family = FMHA_KERNEL_AUTO;
     plan->choice.image_family = "combine";
     plan->choice.kernel_name = m.dtype == FMHA_DTYPE_BF16 ? "fmha_merge_bf16" : "fmha_merge_fp16";

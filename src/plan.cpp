@@ -9,6 +9,31 @@
 #include "struct_versions.h"
 #include "validate.h"
 
+namespace fmha {
+
+fmha_status new_device_plan(int device, fmha_plan **out, DeviceContext *dc) {
+    *out = nullptr;
+    const Driver *drv;
+    FMHA_TRY(load_driver(&drv));
+    FMHA_TRY(acquire_context(*drv, device, dc));
+    auto *plan = new (std::nothrow) fmha_plan();
+    if (plan == nullptr) {
+        release_context(*drv, *dc);
+        return fail(FMHA_STATUS_OUT_OF_MEMORY, "allocating the plan failed");
+    }
+    plan->drv = drv;
+    plan->ctx = dc->ctx;
+    plan->device = dc->device;
+    plan->device_ordinal = dc->ordinal;
+    plan->device_sm = dc->sm;
+    plan->num_sms = dc->num_sms;
+    plan->retained_primary = dc->retained_primary;
+    *out = plan;
+    return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace fmha
+
 extern "C" {
 
 FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm) {
@@ -38,24 +63,11 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
     *plan_out = nullptr;
     fmha::Problem p;
     FMHA_TRY(fmha::read_descriptor(desc, &p));
-    const fmha::Driver *drv;
-    FMHA_TRY(fmha::load_driver(&drv));
     fmha::DeviceContext dc;
-    FMHA_TRY(fmha::acquire_context(*drv, p.device, &dc));
-
-    auto *plan = new (std::nothrow) fmha_plan();
-    if (plan == nullptr) {
-        fmha::release_context(*drv, dc);
-        return fmha::fail(FMHA_STATUS_OUT_OF_MEMORY, "allocating the plan failed");
-    }
+    fmha_plan *plan;
+    FMHA_TRY(fmha::new_device_plan(p.device, &plan, &dc));
     plan->problem = p;
-    plan->drv = drv;
-    plan->ctx = dc.ctx;
-    plan->device = dc.device;
-    plan->device_ordinal = dc.ordinal;
-    plan->device_sm = dc.sm;
-    plan->num_sms = dc.num_sms;
-    plan->retained_primary = dc.retained_primary;
+    const fmha::Driver *drv = plan->drv;
 
     fmha_status st = fmha::check_device(p, dc.sm);
     fmha::DeviceLimits limits;
@@ -112,9 +124,8 @@ FMHA_API fmha_status fmha_plan_get_info(const fmha_plan *plan, fmha_plan_info *i
     if (info == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "info is NULL");
     const size_t size = fmha::plan_info_size(info->version);
     if (size == 0)
-        return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
-                          "fmha_plan_info.version is %u: this library knows versions 1 to %d",
-                          info->version, FMHA_PLAN_INFO_VERSION);
+        return fmha::unknown_version("fmha_plan_info.version", info->version,
+                                     FMHA_PLAN_INFO_VERSION, "fmha_plan_info_init");
     fmha_plan_info full;
     std::memset(&full, 0, sizeof full);
     full.version = info->version;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda.h>
 
+#include "context.h"
 #include "driver.h"
 #include "images.h"
 #include "kernel_select.h"
@@ -25,3 +26,12 @@ struct fmha_plan {
     bool is_merge = false;                  // made by fmha_create_merge_plan
     fmha::MergeProblem merge;               // valid when is_merge
 };
+
+namespace fmha {
+
+// Loads the driver and makes a plan bound to `device`'s context (its device
+// fields set, `dc` filled in). On failure nothing is held; on success the
+// caller owns *out and frees it with fmha_destroy_plan.
+fmha_status new_device_plan(int device, fmha_plan **out, DeviceContext *dc);
+
+}  // namespace fmha

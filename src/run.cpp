@@ -46,10 +46,8 @@ extern "C" FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tenso
                           "plan is a merge plan: run it with fmha_run_merge");
     if (t_in == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "tensors is NULL");
     if (fmha::tensors_size(t_in->version) == 0)
-        return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
-                          "tensors.version is %u: this library knows versions 1 to %d (call "
-                          "fmha_tensors_init)",
-                          t_in->version, FMHA_TENSORS_VERSION);
+        return fmha::unknown_version("tensors.version", t_in->version, FMHA_TENSORS_VERSION,
+                                     "fmha_tensors_init");
     const fmha_tensors wide = fmha::widen(t_in);
     const fmha_tensors *t = &wide;
     if (t->reserved0 != 0)

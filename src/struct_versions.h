@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "errors.h"
 #include "fmha/fmha.h"
 
 namespace fmha {
@@ -37,6 +38,19 @@ inline size_t plan_info_size(uint32_t version) {
 
 inline size_t merge_descriptor_size(uint32_t version) {
     return version == 1 ? sizeof(fmha_merge_descriptor) : 0;
+}
+
+// What every entry point reports for a struct version this build does not
+// know: `field` and its value, the versions known, and `init`, the call that
+// fills a struct of the caller's header version.
+inline fmha_status unknown_version(const char *field, uint32_t version, uint32_t latest,
+                                   const char *init) {
+    if (latest == 1)
+        return fail(FMHA_STATUS_VERSION_MISMATCH,
+                    "%s is %u: this library knows version 1 (call %s)", field, version, init);
+    return fail(FMHA_STATUS_VERSION_MISMATCH,
+                "%s is %u: this library knows versions 1 to %u (call %s)", field, version, latest,
+                init);
 }
 
 // Defaults of the fields after version 1.

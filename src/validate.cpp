@@ -163,10 +163,8 @@ fmha_status check_no_overlap(const char *owner, const fmha_strides &o,
 fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
     if (desc_in == nullptr) return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor is NULL");
     if (descriptor_size(desc_in->version) == 0)
-        return fail(FMHA_STATUS_VERSION_MISMATCH,
-                    "descriptor.version is %u: this library knows versions 1 to %d (call "
-                    "fmha_descriptor_init)",
-                    desc_in->version, FMHA_DESCRIPTOR_VERSION);
+        return unknown_version("descriptor.version", desc_in->version, FMHA_DESCRIPTOR_VERSION,
+                               "fmha_descriptor_init");
     const fmha_descriptor wide = widen(desc_in);
     const fmha_descriptor *desc = &wide;
     Problem p{};

@@ -210,6 +210,36 @@ unsafe fn static_str(p: *const c_char) -> &'static str {
     }
 }
 
+// ====================================================================== builders
+
+/// Writes builder setters that store their arguments in fields of
+/// `self.raw` and return `self`, one line each:
+/// `pub fn name(arg: Type) => field = value, ...;`. Doc comments pass
+/// through, so the generated methods read in rustdoc as hand-written ones.
+macro_rules! setters {
+    ($(
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $($field:ident = $value:expr),+;
+    )*) => {
+        $(
+            $(#[$attr])*
+            $vis fn $name(mut self, $($arg: $ty),*) -> Self {
+                $(self.raw.$field = $value;)+
+                self
+            }
+        )*
+    };
+}
+
+/// Sets or clears `flag` in a descriptor's `flags`.
+fn set_flag(flags: &mut u32, flag: u32, on: bool) {
+    if on {
+        *flags |= flag;
+    } else {
+        *flags &= !flag;
+    }
+}
+
 // ====================================================================== library info
 
 /// Run-time library version as `MAJOR*10000 + MINOR*100 + PATCH`.
@@ -411,50 +441,21 @@ impl Descriptor {
         &mut self.raw
     }
 
-    pub fn dtype(mut self, dtype: DType) -> Self {
-        self.raw.dtype = dtype.raw();
-        self
-    }
-    pub fn batch(mut self, batch: i64) -> Self {
-        self.raw.batch = batch;
-        self
-    }
-    /// Query heads and key/value heads (equal: MHA, kv 1: MQA, else GQA).
-    pub fn heads(mut self, num_q_heads: i64, num_kv_heads: i64) -> Self {
-        self.raw.num_q_heads = num_q_heads;
-        self.raw.num_kv_heads = num_kv_heads;
-        self
-    }
-    pub fn seqlens(mut self, seqlen_q: i64, seqlen_k: i64) -> Self {
-        self.raw.seqlen_q = seqlen_q;
-        self.raw.seqlen_k = seqlen_k;
-        self
-    }
-    /// Head dim of Q and K.
-    pub fn head_dim(mut self, head_dim: i64) -> Self {
-        self.raw.head_dim = head_dim;
-        self
-    }
-    /// Head dim of V and O; 0 means head_dim.
-    pub fn head_dim_v(mut self, head_dim_v: i64) -> Self {
-        self.raw.head_dim_v = head_dim_v;
-        self
-    }
-    pub fn q_strides(mut self, s: Strides) -> Self {
-        self.raw.q_strides = s;
-        self
-    }
-    pub fn k_strides(mut self, s: Strides) -> Self {
-        self.raw.k_strides = s;
-        self
-    }
-    pub fn v_strides(mut self, s: Strides) -> Self {
-        self.raw.v_strides = s;
-        self
-    }
-    pub fn o_strides(mut self, s: Strides) -> Self {
-        self.raw.o_strides = s;
-        self
+    setters! {
+        pub fn dtype(dtype: DType) => dtype = dtype.raw();
+        pub fn batch(batch: i64) => batch = batch;
+        /// Query heads and key/value heads (equal: MHA, kv 1: MQA, else GQA).
+        pub fn heads(num_q_heads: i64, num_kv_heads: i64) =>
+            num_q_heads = num_q_heads, num_kv_heads = num_kv_heads;
+        pub fn seqlens(seqlen_q: i64, seqlen_k: i64) => seqlen_q = seqlen_q, seqlen_k = seqlen_k;
+        /// Head dim of Q and K.
+        pub fn head_dim(head_dim: i64) => head_dim = head_dim;
+        /// Head dim of V and O; 0 means head_dim.
+        pub fn head_dim_v(head_dim_v: i64) => head_dim_v = head_dim_v;
+        pub fn q_strides(s: Strides) => q_strides = s;
+        pub fn k_strides(s: Strides) => k_strides = s;
+        pub fn v_strides(s: Strides) => v_strides = s;
+        pub fn o_strides(s: Strides) => o_strides = s;
     }
     /// Sets all four tensors' strides for contiguous tensors in `layout`,
     /// from the sequence lengths, head counts and head dims set so far.
@@ -482,49 +483,30 @@ impl Descriptor {
         self.raw.o_strides = o;
         Ok(self)
     }
-    /// Multiplies QK^T; 0 means 1/sqrt(head_dim).
-    pub fn softmax_scale(mut self, scale: f32) -> Self {
-        self.raw.softmax_scale = scale;
-        self
-    }
-    pub fn mask(mut self, mask: Mask) -> Self {
-        self.raw.mask = mask.raw();
-        self
+    setters! {
+        /// Multiplies QK^T; 0 means 1/sqrt(head_dim).
+        pub fn softmax_scale(scale: f32) => softmax_scale = scale;
+        pub fn mask(mask: Mask) => mask = mask.raw();
     }
     /// Whether runs write the log-sum-exp tensor ([`Tensors::lse`]).
     pub fn write_lse(mut self, on: bool) -> Self {
-        if on {
-            self.raw.flags |= sys::FMHA_FLAG_WRITE_LSE;
-        } else {
-            self.raw.flags &= !sys::FMHA_FLAG_WRITE_LSE;
-        }
+        set_flag(&mut self.raw.flags, sys::FMHA_FLAG_WRITE_LSE, on);
         self
     }
-    pub fn kernel(mut self, kernel: KernelFamily) -> Self {
-        self.raw.kernel = kernel.raw();
-        self
-    }
-    /// CUDA device ordinal used when no context is current on the thread.
-    pub fn device(mut self, device: i32) -> Self {
-        self.raw.device = device;
-        self
-    }
-    /// Sliding window around each row's diagonal: keys more than `left`
-    /// before or `right` after it are masked; -1 leaves a side unbounded.
-    pub fn window(mut self, left: i32, right: i32) -> Self {
-        self.raw.window_left = left;
-        self.raw.window_right = right;
-        self
-    }
-    /// Logit soft-capping: scores become `cap * tanh(s / cap)`; 0 turns it off.
-    pub fn softcap(mut self, cap: f32) -> Self {
-        self.raw.softcap = cap;
-        self
+    setters! {
+        pub fn kernel(kernel: KernelFamily) => kernel = kernel.raw();
+        /// CUDA device ordinal used when no context is current on the thread.
+        pub fn device(device: i32) => device = device;
+        /// Sliding window around each row's diagonal: keys more than `left`
+        /// before or `right` after it are masked; -1 leaves a side unbounded.
+        pub fn window(left: i32, right: i32) => window_left = left, window_right = right;
+        /// Logit soft-capping: scores become `cap * tanh(s / cap)`; 0 turns it off.
+        pub fn softcap(cap: f32) => softcap = cap;
     }
     /// Attention sinks: runs then need [`Tensors::sinks`] (one float32
     /// logit per query head, joining every row's softmax denominator).
     pub fn sinks(mut self, on: bool) -> Self {
-        self.set_flag(sys::FMHA_FLAG_SINKS, on);
+        set_flag(&mut self.raw.flags, sys::FMHA_FLAG_SINKS, on);
         self
     }
     /// Variable-length queries: Q and O are packed `[total_q, heads, dim]`
@@ -532,7 +514,7 @@ impl Descriptor {
     /// `seqlen_q` is the longest sequence. With [`Descriptor::write_lse`]
     /// the LSE is `[num_q_heads, total_q]`.
     pub fn varlen_q(mut self, total_q: i64) -> Self {
-        self.set_flag(sys::FMHA_FLAG_VARLEN_Q, true);
+        self.raw.flags |= sys::FMHA_FLAG_VARLEN_Q;
         self.raw.total_q = total_q;
         self
     }
@@ -540,13 +522,13 @@ impl Descriptor {
     /// [`Descriptor::paged_kv`], K and V are packed `[total_k, kv_heads,
     /// dim]` (pass `total_k` 0 with paged KV). `seqlen_k` is the longest.
     pub fn varlen_k(mut self, total_k: i64) -> Self {
-        self.set_flag(sys::FMHA_FLAG_VARLEN_K, true);
+        self.raw.flags |= sys::FMHA_FLAG_VARLEN_K;
         self.raw.total_k = total_k;
         self
     }
     /// Keys used per sequence from [`Tensors::seqused_k`] (`batch` int32).
     pub fn seqused_k(mut self, on: bool) -> Self {
-        self.set_flag(sys::FMHA_FLAG_SEQUSED_K, on);
+        set_flag(&mut self.raw.flags, sys::FMHA_FLAG_SEQUSED_K, on);
         self
     }
     /// Paged KV cache: K and V are `[num_pages, page_size, kv_heads, dim]`
@@ -555,30 +537,21 @@ impl Descriptor {
     /// `[batch, max_pages_per_seq]`). `max_pages_per_seq * page_size` must
     /// cover `seqlen_k`; see [`check_block_table`] for the table's contract.
     pub fn paged_kv(mut self, num_pages: i64, page_size: i32, max_pages_per_seq: i64) -> Self {
-        self.set_flag(sys::FMHA_FLAG_PAGED_KV, true);
+        self.raw.flags |= sys::FMHA_FLAG_PAGED_KV;
         self.raw.num_pages = num_pages;
         self.raw.page_size = page_size;
         self.raw.max_pages_per_seq = max_pages_per_seq;
         self
     }
-    /// Split-KV parts per (sequence, head): 0 automatic (the default), 1
-    /// off, 2..128 exactly that many (decode kernel). The partial results
-    /// live in the plan's workspace.
-    pub fn num_splits(mut self, num_splits: i32) -> Self {
-        self.raw.num_splits = num_splits;
-        self
+    setters! {
+        /// Split-KV parts per (sequence, head): 0 automatic (the default), 1
+        /// off, 2..128 exactly that many (decode kernel). The partial results
+        /// live in the plan's workspace.
+        pub fn num_splits(num_splits: i32) => num_splits = num_splits;
     }
     /// The `FMHA_FLAG_*` bits set so far.
     pub fn flags(&self) -> u32 {
         self.raw.flags
-    }
-
-    fn set_flag(&mut self, flag: u32, on: bool) {
-        if on {
-            self.raw.flags |= flag;
-        } else {
-            self.raw.flags &= !flag;
-        }
     }
 }
 
@@ -798,33 +771,18 @@ impl MergeDescriptor {
     pub fn as_raw_mut(&mut self) -> &mut sys::fmha_merge_descriptor {
         &mut self.raw
     }
-    /// Element type of the parts' O and of the output O.
-    pub fn dtype(mut self, dtype: DType) -> Self {
-        self.raw.dtype = dtype.raw();
-        self
-    }
-    /// `batch`, `seqlen_q`, `num_heads` and `head_dim` (a multiple of 8, up
-    /// to 512) of every O. Packed (varlen) results are `batch` 1,
-    /// `seqlen_q` = total_q.
-    pub fn shape(mut self, batch: i64, seqlen_q: i64, num_heads: i64, head_dim: i64) -> Self {
-        self.raw.batch = batch;
-        self.raw.seqlen_q = seqlen_q;
-        self.raw.num_heads = num_heads;
-        self.raw.head_dim = head_dim;
-        self
-    }
-    /// 1 to [`MERGE_MAX_PARTS`].
-    pub fn num_parts(mut self, num_parts: i32) -> Self {
-        self.raw.num_parts = num_parts;
-        self
-    }
-    pub fn part_strides(mut self, s: Strides) -> Self {
-        self.raw.part_strides = s;
-        self
-    }
-    pub fn o_strides(mut self, s: Strides) -> Self {
-        self.raw.o_strides = s;
-        self
+    setters! {
+        /// Element type of the parts' O and of the output O.
+        pub fn dtype(dtype: DType) => dtype = dtype.raw();
+        /// `batch`, `seqlen_q`, `num_heads` and `head_dim` (a multiple of 8, up
+        /// to 512) of every O. Packed (varlen) results are `batch` 1,
+        /// `seqlen_q` = total_q.
+        pub fn shape(batch: i64, seqlen_q: i64, num_heads: i64, head_dim: i64) =>
+            batch = batch, seqlen_q = seqlen_q, num_heads = num_heads, head_dim = head_dim;
+        /// 1 to [`MERGE_MAX_PARTS`].
+        pub fn num_parts(num_parts: i32) => num_parts = num_parts;
+        pub fn part_strides(s: Strides) => part_strides = s;
+        pub fn o_strides(s: Strides) => o_strides = s;
     }
     /// Sets the parts' and the output's strides for contiguous tensors in `layout`.
     pub fn contiguous(mut self, layout: Layout) -> Result<Self> {
@@ -835,17 +793,12 @@ impl MergeDescriptor {
     }
     /// Also write the merged LSE.
     pub fn write_lse(mut self, on: bool) -> Self {
-        if on {
-            self.raw.flags |= sys::FMHA_FLAG_WRITE_LSE;
-        } else {
-            self.raw.flags &= !sys::FMHA_FLAG_WRITE_LSE;
-        }
+        set_flag(&mut self.raw.flags, sys::FMHA_FLAG_WRITE_LSE, on);
         self
     }
-    /// CUDA device ordinal used when no context is current on the thread.
-    pub fn device(mut self, device: i32) -> Self {
-        self.raw.device = device;
-        self
+    setters! {
+        /// CUDA device ordinal used when no context is current on the thread.
+        pub fn device(device: i32) => device = device;
     }
 }
 
@@ -970,47 +923,31 @@ impl Tensors {
         Ok(Tensors { raw })
     }
 
-    /// float32 `[batch, num_q_heads, seqlen_q]` log-sum-exp output
-    /// (`[num_q_heads, total_q]` with [`Descriptor::varlen_q`]), required
-    /// when the descriptor has [`Descriptor::write_lse`].
-    pub fn lse(mut self, lse: *mut f32) -> Self {
-        self.raw.lse = lse;
-        self
-    }
+    setters! {
+        /// float32 `[batch, num_q_heads, seqlen_q]` log-sum-exp output
+        /// (`[num_q_heads, total_q]` with [`Descriptor::varlen_q`]), required
+        /// when the descriptor has [`Descriptor::write_lse`].
+        pub fn lse(lse: *mut f32) => lse = lse;
 
-    /// float32 `[num_q_heads]` sink logits, required when the descriptor
-    /// has [`Descriptor::sinks`].
-    pub fn sinks(mut self, sinks: *const f32) -> Self {
-        self.raw.sinks = sinks;
-        self
-    }
+        /// float32 `[num_q_heads]` sink logits, required when the descriptor
+        /// has [`Descriptor::sinks`].
+        pub fn sinks(sinks: *const f32) => sinks = sinks;
 
-    /// int32 `[batch + 1]` query offsets (device), required with
-    /// [`Descriptor::varlen_q`]: sequence b owns rows `cu[b]..cu[b+1]`.
-    pub fn cu_seqlens_q(mut self, cu: *const i32) -> Self {
-        self.raw.cu_seqlens_q = cu;
-        self
-    }
+        /// int32 `[batch + 1]` query offsets (device), required with
+        /// [`Descriptor::varlen_q`]: sequence b owns rows `cu[b]..cu[b+1]`.
+        pub fn cu_seqlens_q(cu: *const i32) => cu_seqlens_q = cu;
 
-    /// int32 `[batch + 1]` key offsets (device), required with
-    /// [`Descriptor::varlen_k`].
-    pub fn cu_seqlens_k(mut self, cu: *const i32) -> Self {
-        self.raw.cu_seqlens_k = cu;
-        self
-    }
+        /// int32 `[batch + 1]` key offsets (device), required with
+        /// [`Descriptor::varlen_k`].
+        pub fn cu_seqlens_k(cu: *const i32) => cu_seqlens_k = cu;
 
-    /// int32 `[batch]` keys used per sequence (device), required with
-    /// [`Descriptor::seqused_k`].
-    pub fn seqused_k(mut self, used: *const i32) -> Self {
-        self.raw.seqused_k = used;
-        self
-    }
+        /// int32 `[batch]` keys used per sequence (device), required with
+        /// [`Descriptor::seqused_k`].
+        pub fn seqused_k(used: *const i32) => seqused_k = used;
 
-    /// int32 `[batch, max_pages_per_seq]` block table (device, row-major),
-    /// required with [`Descriptor::paged_kv`].
-    pub fn block_table(mut self, table: *const i32) -> Self {
-        self.raw.block_table = table;
-        self
+        /// int32 `[batch, max_pages_per_seq]` block table (device, row-major),
+        /// required with [`Descriptor::paged_kv`].
+        pub fn block_table(table: *const i32) => block_table = table;
     }
 
     pub fn as_raw(&self) -> &sys::fmha_tensors {

@@ -2,18 +2,33 @@
 
 use fmha::*;
 
-/// A small valid GQA problem with contiguous BSHD tensors.
-fn valid() -> Descriptor {
-    Descriptor::new()
-        .expect("fmha_descriptor_init")
-        .dtype(DType::Bf16)
-        .batch(2)
-        .heads(8, 2)
-        .seqlens(128, 256)
-        .head_dim(128)
-        .mask(Mask::CausalBottomRight)
+/// A descriptor from the library's defaults with `set` applied, then
+/// contiguous BSHD strides (computed last, from the shape `set` gave).
+fn bshd(set: impl FnOnce(Descriptor) -> Descriptor) -> Descriptor {
+    set(Descriptor::new().expect("fmha_descriptor_init"))
         .contiguous(Layout::Bshd)
         .expect("BSHD strides")
+}
+
+/// Runs `f` only where no CUDA driver is installed: the NoDriver paths
+/// cannot be reached on a machine that has one.
+fn without_driver(f: impl FnOnce()) {
+    match driver_version() {
+        Err(e) if e.status == Status::NoDriver => f(),
+        other => println!("skip: a CUDA driver is present ({other:?}); NoDriver path not testable"),
+    }
+}
+
+/// A small valid GQA problem with contiguous BSHD tensors.
+fn valid() -> Descriptor {
+    bshd(|d| {
+        d.dtype(DType::Bf16)
+            .batch(2)
+            .heads(8, 2)
+            .seqlens(128, 256)
+            .head_dim(128)
+            .mask(Mask::CausalBottomRight)
+    })
 }
 
 #[test]
@@ -61,14 +76,7 @@ fn valid_problem_is_supported_for_any_sm() {
 
 /// Valid in every respect except head_dim 80, which no kernel handles.
 fn head_dim_80() -> Descriptor {
-    Descriptor::new()
-        .unwrap()
-        .batch(1)
-        .heads(4, 4)
-        .seqlens(64, 64)
-        .head_dim(80)
-        .contiguous(Layout::Bshd)
-        .unwrap()
+    bshd(|d| d.batch(1).heads(4, 4).seqlens(64, 64).head_dim(80))
 }
 
 #[test]
@@ -80,14 +88,7 @@ fn head_dim_80_is_not_supported() {
 
 #[test]
 fn q_heads_not_multiple_of_kv_heads_is_invalid() {
-    let d = Descriptor::new()
-        .unwrap()
-        .batch(1)
-        .heads(6, 4)
-        .seqlens(64, 64)
-        .head_dim(64)
-        .contiguous(Layout::Bshd)
-        .unwrap();
+    let d = bshd(|d| d.batch(1).heads(6, 4).seqlens(64, 64).head_dim(64));
     let err = check_support(&d, SM_ANY).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(!err.message.is_empty());
@@ -101,15 +102,12 @@ fn zero_batch_is_invalid() {
 
 #[test]
 fn plan_without_driver_is_no_driver() {
-    match driver_version() {
-        Err(e) if e.status == Status::NoDriver => {
-            let err = Plan::new(&valid()).expect_err("plan creation cannot succeed without a driver");
-            assert_eq!(err.status, Status::NoDriver, "{err}");
-            let err = check_support(&valid(), SM_CURRENT_DEVICE).unwrap_err();
-            assert_eq!(err.status, Status::NoDriver, "{err}");
-        }
-        other => println!("skip: a CUDA driver is present ({other:?}); NoDriver path not testable"),
-    }
+    without_driver(|| {
+        let err = Plan::new(&valid()).expect_err("plan creation cannot succeed without a driver");
+        assert_eq!(err.status, Status::NoDriver, "{err}");
+        let err = check_support(&valid(), SM_CURRENT_DEVICE).unwrap_err();
+        assert_eq!(err.status, Status::NoDriver, "{err}");
+    });
 }
 
 #[test]
@@ -217,18 +215,16 @@ fn windows_softcap_and_sinks() {
 /// A decode problem over a paged cache: 3 sequences of up to 16 pages of 16
 /// keys, one query row each, GQA 32/8.
 fn paged_decode() -> Descriptor {
-    Descriptor::new()
-        .unwrap()
-        .dtype(DType::Bf16)
-        .batch(3)
-        .heads(32, 8)
-        .seqlens(1, 256)
-        .head_dim(128)
-        .mask(Mask::CausalBottomRight)
-        .paged_kv(40, 16, 16)
-        .seqused_k(true)
-        .contiguous(Layout::Bshd)
-        .unwrap()
+    bshd(|d| {
+        d.dtype(DType::Bf16)
+            .batch(3)
+            .heads(32, 8)
+            .seqlens(1, 256)
+            .head_dim(128)
+            .mask(Mask::CausalBottomRight)
+            .paged_kv(40, 16, 16)
+            .seqused_k(true)
+    })
 }
 
 #[test]
@@ -254,18 +250,16 @@ fn paged_and_varlen_setters() {
     check_support(&d, SM_ANY).unwrap();
     check_support(&d.num_splits(4), 80).unwrap();
 
-    let v = Descriptor::new()
-        .unwrap()
-        .batch(4)
-        .heads(8, 2)
-        .seqlens(300, 513)
-        .head_dim(64)
-        .varlen_q(1000)
-        .varlen_k(2000)
-        .mask(Mask::CausalTopLeft)
-        .write_lse(true)
-        .contiguous(Layout::Bshd)
-        .unwrap();
+    let v = bshd(|d| {
+        d.batch(4)
+            .heads(8, 2)
+            .seqlens(300, 513)
+            .head_dim(64)
+            .varlen_q(1000)
+            .varlen_k(2000)
+            .mask(Mask::CausalTopLeft)
+            .write_lse(true)
+    });
     assert_eq!(v.flags(), sys::FMHA_FLAG_VARLEN_Q | sys::FMHA_FLAG_VARLEN_K | sys::FMHA_FLAG_WRITE_LSE);
     assert_eq!(v.as_raw().q_strides, Strides { batch: 1000 * 8 * 64, seq: 8 * 64, head: 64, dim: 1 });
     assert_eq!((v.as_raw().total_q, v.as_raw().total_k), (1000, 2000));
@@ -374,13 +368,10 @@ fn merge_plan_validation_and_driver() {
         let err = MergePlan::new(&d).unwrap_err();
         assert!(err.message.contains(word), "{word}: {err}");
     }
-    match driver_version() {
-        Err(e) if e.status == Status::NoDriver => {
-            let err = MergePlan::new(&merge3()).unwrap_err();
-            assert_eq!(err.status, Status::NoDriver, "{err}");
-        }
-        other => println!("skip: a CUDA driver is present ({other:?}); NoDriver path not testable"),
-    }
+    without_driver(|| {
+        let err = MergePlan::new(&merge3()).unwrap_err();
+        assert_eq!(err.status, Status::NoDriver, "{err}");
+    });
 }
 
 #[test]

@@ -11,19 +11,19 @@ import "fmt"
 type Status int32
 
 const (
-	StatusSuccess           Status = 0
-	StatusInvalidArgument   Status = 1
-	StatusNotSupported      Status = 2
-	StatusVersionMismatch   Status = 3
-	StatusNoDriver          Status = 4
-	StatusNoDevice          Status = 5
-	StatusDriverError       Status = 6
-	StatusMisaligned        Status = 7
-	StatusWorkspaceTooSmall Status = 8
-	StatusOutOfMemory       Status = 9
-	StatusNoKernelImage     Status = 10
-	StatusContextMismatch   Status = 11
-	StatusInternalError     Status = 12
+	StatusSuccess Status = iota // consecutive, as in the header; abi_test.go checks each
+	StatusInvalidArgument
+	StatusNotSupported
+	StatusVersionMismatch
+	StatusNoDriver
+	StatusNoDevice
+	StatusDriverError
+	StatusMisaligned
+	StatusWorkspaceTooSmall
+	StatusOutOfMemory
+	StatusNoKernelImage
+	StatusContextMismatch
+	StatusInternalError
 )
 
 // String returns the library's name of s, e.g. "FMHA_STATUS_NOT_SUPPORTED"

@@ -373,23 +373,63 @@ type PlanInfo struct {
 // concurrent fmha_run on one plan). Close releases it; a finalizer does so
 // too if Close was forgotten.
 type Plan struct {
-	mu sync.RWMutex // Run holds it shared, Close exclusive
+	planHandle
+}
+
+// planHandle is what Plan and MergePlan share: the C plan, and the lock
+// that runs hold shared and Close exclusive.
+type planHandle struct {
+	mu sync.RWMutex
 	p  *C.fmha_plan
 }
 
 var errClosed = &Error{Status: StatusInvalidArgument, Message: "fmha: plan is closed"}
 
-// NewPlan validates d, picks the device and a kernel and loads it.
-// Slow-ish: create plans ahead of time. Returns ErrNoDriver without a driver.
-func NewPlan(d *Descriptor) (*Plan, error) {
+// createPlan runs create (the C function named name) and checks that it
+// returned a plan.
+func createPlan(name string, create func(p **C.fmha_plan) C.fmha_status) (*C.fmha_plan, error) {
 	var p *C.fmha_plan
-	if err := call(func() C.fmha_status { return C.fmha_create_plan(&p, d.c()) }); err != nil {
+	if err := call(func() C.fmha_status { return create(&p) }); err != nil {
 		return nil, err
 	}
 	if p == nil {
-		return nil, &Error{Status: StatusInternalError, Message: "fmha_create_plan succeeded but returned NULL"}
+		return nil, &Error{Status: StatusInternalError, Message: name + " succeeded but returned NULL"}
 	}
-	plan := &Plan{p: p}
+	return p, nil
+}
+
+// release destroys the plan unless that was done already, and says whether
+// it did: the owner then drops its finalizer.
+func (h *planHandle) release() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.p == nil {
+		return false
+	}
+	C.fmha_destroy_plan(h.p)
+	h.p = nil
+	return true
+}
+
+func (h *planHandle) info() (PlanInfo, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.p == nil {
+		return PlanInfo{}, errClosed
+	}
+	return planInfo(h.p)
+}
+
+// NewPlan validates d, picks the device and a kernel and loads it.
+// Slow-ish: create plans ahead of time. Returns ErrNoDriver without a driver.
+func NewPlan(d *Descriptor) (*Plan, error) {
+	p, err := createPlan("fmha_create_plan", func(p **C.fmha_plan) C.fmha_status {
+		return C.fmha_create_plan(p, d.c())
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{planHandle{p: p}}
 	runtime.SetFinalizer(plan, (*Plan).Close)
 	return plan, nil
 }
@@ -397,11 +437,7 @@ func NewPlan(d *Descriptor) (*Plan, error) {
 // Close releases the plan. It is safe to call more than once and after all
 // runs using the plan have been enqueued.
 func (p *Plan) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.p != nil {
-		C.fmha_destroy_plan(p.p)
-		p.p = nil
+	if p.release() {
 		runtime.SetFinalizer(p, nil)
 	}
 	return nil
@@ -420,14 +456,7 @@ func (p *Plan) WorkspaceSize() (uint64, error) {
 }
 
 // Info returns what the plan chose.
-func (p *Plan) Info() (PlanInfo, error) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.p == nil {
-		return PlanInfo{}, errClosed
-	}
-	return planInfo(p.p)
-}
+func (p *Plan) Info() (PlanInfo, error) { return p.info() }
 
 func planInfo(p *C.fmha_plan) (PlanInfo, error) {
 	var ci C.fmha_plan_info
@@ -568,33 +597,27 @@ func (d *MergeDescriptor) SetContiguous(layout Layout) error {
 // workspace, may be run from several goroutines at once, and is released by
 // Close (or a finalizer).
 type MergePlan struct {
-	mu       sync.RWMutex
-	p        *C.fmha_plan
+	planHandle
 	numParts int
 }
 
 // NewMergePlan validates d and loads the merge kernel (needs the driver:
 // ErrNoDriver otherwise).
 func NewMergePlan(d *MergeDescriptor) (*MergePlan, error) {
-	var p *C.fmha_plan
-	if err := call(func() C.fmha_status { return C.fmha_create_merge_plan(&p, d.c()) }); err != nil {
+	p, err := createPlan("fmha_create_merge_plan", func(p **C.fmha_plan) C.fmha_status {
+		return C.fmha_create_merge_plan(p, d.c())
+	})
+	if err != nil {
 		return nil, err
 	}
-	if p == nil {
-		return nil, &Error{Status: StatusInternalError, Message: "fmha_create_merge_plan succeeded but returned NULL"}
-	}
-	mp := &MergePlan{p: p, numParts: int(d.NumParts)}
+	mp := &MergePlan{planHandle: planHandle{p: p}, numParts: int(d.NumParts)}
 	runtime.SetFinalizer(mp, (*MergePlan).Close)
 	return mp, nil
 }
 
 // Close releases the plan; safe to call more than once.
 func (m *MergePlan) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.p != nil {
-		C.fmha_destroy_plan(m.p)
-		m.p = nil
+	if m.release() {
 		runtime.SetFinalizer(m, nil)
 	}
 	return nil
@@ -604,14 +627,7 @@ func (m *MergePlan) Close() error {
 func (m *MergePlan) NumParts() int { return m.numParts }
 
 // Info returns what the plan loaded (NumSplits is the part count).
-func (m *MergePlan) Info() (PlanInfo, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.p == nil {
-		return PlanInfo{}, errClosed
-	}
-	return planInfo(m.p)
-}
+func (m *MergePlan) Info() (PlanInfo, error) { return m.info() }
 
 // Run enqueues the merge on stream; it never allocates or synchronizes.
 // oParts and lseParts must hold exactly NumParts() device addresses (O

@@ -9,37 +9,56 @@ import (
 	"testing"
 )
 
-// valid is a small valid GQA problem with contiguous BSHD tensors.
-func valid(t *testing.T) *Descriptor {
+// newDescriptor returns NewDescriptor's defaults or fails the test.
+func newDescriptor(t *testing.T) *Descriptor {
 	t.Helper()
 	d, err := NewDescriptor()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.DType = BF16
-	d.Batch = 2
-	d.NumQHeads, d.NumKVHeads = 8, 2
-	d.SeqlenQ, d.SeqlenK = 128, 256
-	d.HeadDim = 128
-	d.Mask = MaskCausalBottomRight
+	return d
+}
+
+// bshd returns the defaults with set applied, then contiguous BSHD strides
+// (computed last, from the shape set gave).
+func bshd(t *testing.T, set func(d *Descriptor)) *Descriptor {
+	t.Helper()
+	d := newDescriptor(t)
+	set(d)
 	if err := d.SetContiguous(LayoutBSHD); err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
+// skipWithDriver skips the rest of the test where a CUDA driver is
+// installed: the NoDriver paths cannot be reached there.
+func skipWithDriver(t *testing.T) {
+	t.Helper()
+	if v, err := DriverVersion(); !errors.Is(err, ErrNoDriver) {
+		t.Skipf("a CUDA driver is present (version %d, err %v): NoDriver path not testable", v, err)
+	}
+}
+
+// valid is a small valid GQA problem with contiguous BSHD tensors.
+func valid(t *testing.T) *Descriptor {
+	t.Helper()
+	return bshd(t, func(d *Descriptor) {
+		d.DType = BF16
+		d.Batch = 2
+		d.NumQHeads, d.NumKVHeads = 8, 2
+		d.SeqlenQ, d.SeqlenK = 128, 256
+		d.HeadDim = 128
+		d.Mask = MaskCausalBottomRight
+	})
+}
+
 // headDim80 is valid except for head_dim 80, which no kernel handles.
 func headDim80(t *testing.T) *Descriptor {
 	t.Helper()
-	d, err := NewDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 1, 4, 4, 64, 64, 80
-	if err := d.SetContiguous(LayoutBSHD); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return bshd(t, func(d *Descriptor) {
+		d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 1, 4, 4, 64, 64, 80
+	})
 }
 
 func TestVersionMatchesHeader(t *testing.T) {
@@ -53,10 +72,7 @@ func TestVersionMatchesHeader(t *testing.T) {
 }
 
 func TestDescriptorDefaults(t *testing.T) {
-	d, err := NewDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDescriptor(t)
 	if d.Version != DescriptorVersion || d.DType != BF16 || d.Kernel != KernelAuto ||
 		d.Mask != MaskNone || d.Device != 0 || d.Reserved0 != 0 || d.HeadDimV != 0 || d.SoftmaxScale != 0 {
 		t.Fatalf("unexpected defaults: %+v", *d)
@@ -108,15 +124,10 @@ func TestHeadDim80NotSupported(t *testing.T) {
 }
 
 func TestQHeadsNotMultipleOfKVHeadsInvalid(t *testing.T) {
-	d, err := NewDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 1, 6, 4, 64, 64, 64
-	if err := d.SetContiguous(LayoutBSHD); err != nil {
-		t.Fatal(err)
-	}
-	err = CheckSupport(d, SMAny)
+	d := bshd(t, func(d *Descriptor) {
+		d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 1, 6, 4, 64, 64, 64
+	})
+	err := CheckSupport(d, SMAny)
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("want ErrInvalidArgument, got %v", err)
 	}
@@ -134,10 +145,7 @@ func TestZeroBatchInvalid(t *testing.T) {
 }
 
 func TestPlanWithoutDriverIsNoDriver(t *testing.T) {
-	v, err := DriverVersion()
-	if !errors.Is(err, ErrNoDriver) {
-		t.Skipf("a CUDA driver is present (version %d, err %v): NoDriver path not testable", v, err)
-	}
+	skipWithDriver(t)
 	p, err := NewPlan(valid(t))
 	if p != nil || !errors.Is(err, ErrNoDriver) {
 		t.Fatalf("want nil plan and ErrNoDriver, got %v, %v", p, err)
@@ -310,25 +318,16 @@ func TestWindowSoftcapSinks(t *testing.T) {
 // 16 pages of 16 keys, one query row each, GQA 32/8.
 func pagedDecode(t *testing.T) *Descriptor {
 	t.Helper()
-	d, err := NewDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 3, 32, 8, 1, 256, 128
-	d.Mask = MaskCausalBottomRight
-	d.Flags |= FlagPagedKV | FlagSequsedK
-	d.NumPages, d.PageSize, d.MaxPagesPerSeq = 40, 16, 16
-	if err := d.SetContiguous(LayoutBSHD); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return bshd(t, func(d *Descriptor) {
+		d.Batch, d.NumQHeads, d.NumKVHeads, d.SeqlenQ, d.SeqlenK, d.HeadDim = 3, 32, 8, 1, 256, 128
+		d.Mask = MaskCausalBottomRight
+		d.Flags |= FlagPagedKV | FlagSequsedK
+		d.NumPages, d.PageSize, d.MaxPagesPerSeq = 40, 16, 16
+	})
 }
 
 func TestVersion3DefaultsAndDecodeKernel(t *testing.T) {
-	d, err := NewDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDescriptor(t)
 	if d.Version != 3 || d.TotalQ != 0 || d.TotalK != 0 || d.NumPages != 0 || d.MaxPagesPerSeq != 0 ||
 		d.PageSize != 0 || d.NumSplits != 0 {
 		t.Fatalf("version-3 defaults: %+v", *d)
@@ -361,17 +360,12 @@ func TestPagedAndVarlenDescriptors(t *testing.T) {
 		t.Fatalf("paged decode with 4 splits rejected: %v", err)
 	}
 
-	v, err := NewDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Batch, v.NumQHeads, v.NumKVHeads, v.SeqlenQ, v.SeqlenK, v.HeadDim = 4, 8, 2, 300, 513, 64
-	v.Flags |= FlagVarlenQ | FlagVarlenK | FlagWriteLSE
-	v.TotalQ, v.TotalK = 1000, 2000
-	v.Mask = MaskCausalTopLeft
-	if err := v.SetContiguous(LayoutBSHD); err != nil {
-		t.Fatal(err)
-	}
+	v := bshd(t, func(v *Descriptor) {
+		v.Batch, v.NumQHeads, v.NumKVHeads, v.SeqlenQ, v.SeqlenK, v.HeadDim = 4, 8, 2, 300, 513, 64
+		v.Flags |= FlagVarlenQ | FlagVarlenK | FlagWriteLSE
+		v.TotalQ, v.TotalK = 1000, 2000
+		v.Mask = MaskCausalTopLeft
+	})
 	if v.QStrides != (Strides{Batch: 1000 * 8 * 64, Seq: 8 * 64, Head: 64, Dim: 1}) {
 		t.Fatalf("packed Q strides %+v", v.QStrides)
 	}
@@ -440,12 +434,19 @@ func TestCheckBlockTable(t *testing.T) {
 	}
 }
 
-func merge3(t *testing.T) *MergeDescriptor {
+// newMergeDescriptor returns NewMergeDescriptor's defaults or fails the test.
+func newMergeDescriptor(t *testing.T) *MergeDescriptor {
 	t.Helper()
 	m, err := NewMergeDescriptor()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func merge3(t *testing.T) *MergeDescriptor {
+	t.Helper()
+	m := newMergeDescriptor(t)
 	m.DType = FP16
 	m.Batch, m.SeqlenQ, m.NumHeads, m.HeadDim, m.NumParts = 2, 5, 8, 64, 3
 	m.Flags |= FlagWriteLSE
@@ -456,10 +457,7 @@ func merge3(t *testing.T) *MergeDescriptor {
 }
 
 func TestMergeDescriptor(t *testing.T) {
-	m, err := NewMergeDescriptor()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newMergeDescriptor(t)
 	if m.Version != MergeDescriptorVersion || m.DType != BF16 || m.Flags != 0 || m.Device != 0 ||
 		m.PartStrides != (Strides{Dim: 1}) || m.OStrides != (Strides{Dim: 1}) {
 		t.Fatalf("merge defaults: %+v", *m)
@@ -488,9 +486,7 @@ func TestMergePlanValidationAndDriver(t *testing.T) {
 			t.Errorf("%s: got %v, %v", c.word, p, err)
 		}
 	}
-	if v, err := DriverVersion(); !errors.Is(err, ErrNoDriver) {
-		t.Skipf("a CUDA driver is present (version %d, err %v): NoDriver path not testable", v, err)
-	}
+	skipWithDriver(t)
 	if p, err := NewMergePlan(merge3(t)); p != nil || !errors.Is(err, ErrNoDriver) {
 		t.Fatalf("want nil plan and ErrNoDriver, got %v, %v", p, err)
 	}

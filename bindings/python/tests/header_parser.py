@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 __all__ = ["HeaderParseError", "Header", "StructField", "parse_header", "find_header", "PRIMITIVES"]
 
@@ -124,13 +124,21 @@ def _parse_defines(code: str, header: Header) -> None:
             header.defines[name] = value
 
 
-def _parse_enums(code: str, header: Header) -> None:
-    for m in re.finditer(r"typedef\s+enum\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", code, flags=re.S):
+def _typedef_bodies(code: str, kind: str) -> Iterator[Tuple[str, List[str]]]:
+    """``(tag, items)`` of every ``typedef <kind> tag { items } tag;``, the
+    body split on ``,`` (enum) or ``;`` (struct), blank items dropped."""
+    separator = "," if kind == "enum" else ";"
+    for m in re.finditer(rf"typedef\s+{kind}\s+(\w+)\s*\{{(.*?)\}}\s*(\w+)\s*;", code, flags=re.S):
         tag, body, alias = m.groups()
         if tag != alias:
-            raise HeaderParseError(f"enum tag {tag} differs from typedef {alias}")
+            raise HeaderParseError(f"{kind} tag {tag} differs from typedef {alias}")
+        yield tag, [item for item in (i.strip() for i in body.split(separator)) if item]
+
+
+def _parse_enums(code: str, header: Header) -> None:
+    for tag, entries in _typedef_bodies(code, "enum"):
         values: Dict[str, int] = {}
-        for entry in filter(None, (e.strip() for e in body.split(","))):
+        for entry in entries:
             em = re.fullmatch(r"(\w+)\s*=\s*(.+)", entry, flags=re.S)
             if not em:
                 raise HeaderParseError(f"enum {tag}: entry {entry!r} has no explicit value (ABI rule)")
@@ -142,12 +150,9 @@ def _parse_enums(code: str, header: Header) -> None:
 
 
 def _parse_structs(code: str, header: Header) -> None:
-    for m in re.finditer(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", code, flags=re.S):
-        tag, body, alias = m.groups()
-        if tag != alias:
-            raise HeaderParseError(f"struct tag {tag} differs from typedef {alias}")
+    for tag, decls in _typedef_bodies(code, "struct"):
         fields = []
-        for decl in filter(None, (d.strip() for d in body.split(";"))):
+        for decl in decls:
             if "," in decl or "[" in decl or "(" in decl or ":" in decl:
                 raise HeaderParseError(f"struct {tag}: unsupported declaration {decl!r}")
             ctype, name = _split_declarator(decl)

@@ -18,16 +18,13 @@ import warnings
 from typing import Optional, Tuple
 
 import pytest
+from gpu_support import CAI, DLPack, require_torch_cuda
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    pytest.skip("torch is not installed: GPU tests need torch and a CUDA device", allow_module_level=True)
-if not torch.cuda.is_available():
-    pytest.skip("torch sees no CUDA device: GPU tests skipped", allow_module_level=True)
+torch = require_torch_cuda()
 
-import fmha
+import torch.nn.functional as F  # noqa: E402
+
+import fmha  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("lib")]
 
@@ -362,33 +359,13 @@ def test_cuda_graph_capture() -> None:
     torch.testing.assert_close(out, expected)
 
 
-class _CAI:
-    def __init__(self, t):
-        self.t = t
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.t.__cuda_array_interface__
-
-
-class _DLPack:
-    def __init__(self, t):
-        self.t = t
-
-    def __dlpack__(self, stream=None):
-        return self.t.__dlpack__(stream=stream)
-
-    def __dlpack_device__(self):
-        return self.t.__dlpack_device__()
-
-
 def test_cuda_array_interface_inputs() -> None:
     q, k, v = _qkv(dtype=torch.float16)
     expected, expected_lse = fmha.attention(q, k, v, causal="bottom_right", return_lse=True)
     out = torch.full_like(q, float("nan"))
     lse = torch.empty_like(expected_lse)
     ret = fmha.attention(
-        _CAI(q), _CAI(k), _CAI(v), causal="bottom_right", out=_CAI(out), lse_out=_CAI(lse), return_lse=True
+        CAI(q), CAI(k), CAI(v), causal="bottom_right", out=CAI(out), lse_out=CAI(lse), return_lse=True
     )
     torch.cuda.synchronize()
     assert ret[0].t is out and ret[1].t is lse
@@ -400,7 +377,7 @@ def test_dlpack_inputs() -> None:
     q, k, v = _qkv(dtype=torch.bfloat16)
     expected = fmha.attention(q, k, v, causal="top_left")
     out = torch.full_like(q, float("nan"))
-    fmha.attention(_DLPack(q), _DLPack(k), _DLPack(v), causal="top_left", out=_DLPack(out))
+    fmha.attention(DLPack(q), DLPack(k), DLPack(v), causal="top_left", out=DLPack(out))
     torch.cuda.synchronize()
     torch.testing.assert_close(out, expected)
 

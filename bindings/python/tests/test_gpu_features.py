@@ -13,15 +13,11 @@ import math
 from typing import Optional, Tuple
 
 import pytest
+from gpu_support import require_torch_cuda, softmax_times_v, visible_keys
 
-try:
-    import torch
-except ImportError:
-    pytest.skip("torch is not installed: GPU tests need torch and a CUDA device", allow_module_level=True)
-if not torch.cuda.is_available():
-    pytest.skip("torch sees no CUDA device: GPU tests skipped", allow_module_level=True)
+torch = require_torch_cuda()
 
-import fmha
+import fmha  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("lib")]
 
@@ -38,31 +34,9 @@ def reference(q, k, v, *, causal: Optional[str], window: Optional[Tuple[int, int
     s = qf @ kf.transpose(-1, -2) / math.sqrt(d)
     if softcap:
         s = softcap * torch.tanh(s / softcap)
-    i = torch.arange(sq, device=q.device)[:, None]
-    j = torch.arange(sk, device=q.device)[None, :]
-    diag = i if causal == "top_left" else i + (sk - sq)
-    ok = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
-    if causal:
-        ok &= j <= diag
-    if window is not None:
-        left, right = window
-        if left >= 0:
-            ok &= j >= diag - left
-        if right >= 0 and not causal:
-            ok &= j <= diag + right
-    s = s.masked_fill(~ok, float("-inf"))
-    if sinks is not None:
-        sink = sinks.double()[None, :, None, None].expand(b, hq, sq, 1)
-        s_all = torch.cat([s, sink], dim=-1)
-    else:
-        s_all = s
-    lse = torch.logsumexp(s_all, dim=-1)
-    p = torch.exp(s - lse[..., None])
-    p = torch.nan_to_num(p, nan=0.0)  # rows with nothing visible and no sink
-    if p_dtype is not None:
-        p = p.to(p_dtype).double()
-    o = (p @ vf).transpose(1, 2)
-    return o, lse
+    s = s.masked_fill(~visible_keys(sq, sk, causal, window, q.device), float("-inf"))
+    o, lse = softmax_times_v(s, vf, sinks, p_dtype)
+    return o.transpose(1, 2), lse
 
 
 CASES = [

@@ -19,15 +19,11 @@ import zlib
 from typing import List, Optional, Sequence, Tuple
 
 import pytest
+from gpu_support import CAI, DLPack, require_torch_cuda, softmax_times_v, visible_keys
 
-try:
-    import torch
-except ImportError:
-    pytest.skip("torch is not installed: GPU tests need torch and a CUDA device", allow_module_level=True)
-if not torch.cuda.is_available():
-    pytest.skip("torch sees no CUDA device: GPU tests skipped", allow_module_level=True)
+torch = require_torch_cuda()
 
-import fmha
+import fmha  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("lib")]
 
@@ -54,28 +50,9 @@ def ref_sequence(q, k, v, *, causal: Optional[str], scale: float, window: Option
     s = torch.matmul(qf, kf.transpose(-1, -2)) * scale  # [hq, sq, sk]
     if softcap:
         s = softcap * torch.tanh(s / softcap)
-    i = torch.arange(sq, device=q.device)[:, None]
-    j = torch.arange(sk, device=q.device)[None, :]
-    diag = i if causal == "top_left" else i + (sk - sq)
-    ok = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
-    if causal:
-        ok &= j <= diag
-    if window is not None:
-        left, right = window
-        if left >= 0:
-            ok &= j >= diag - left
-        if right >= 0:
-            ok &= j <= diag + right
-    s = s.masked_fill(~ok, float("-inf"))
-    s_all = s
-    if sinks is not None:
-        s_all = torch.cat([s, sinks.double()[:, None, None].expand(hq, sq, 1)], dim=-1)
-    lse = torch.logsumexp(s_all, dim=-1) if s_all.shape[-1] else torch.full((hq, sq), float("-inf"),
-                                                                            dtype=torch.float64, device=q.device)
-    p = torch.nan_to_num(torch.exp(s - lse[..., None]), nan=0.0)  # -inf - -inf on rows that see nothing
-    if p_dtype is not None:
-        p = p.to(p_dtype).double()
-    return torch.matmul(p, vf).permute(1, 0, 2), lse
+    s = s.masked_fill(~visible_keys(sq, sk, causal, window, q.device), float("-inf"))
+    o, lse = softmax_times_v(s, vf, sinks, p_dtype)
+    return o.permute(1, 0, 2), lse
 
 
 def ref_packed(q, k, v, cu_q: List[int], cu_k: List[int], used_k: Optional[List[int]] = None, **kw):
@@ -124,6 +101,14 @@ def check(out, lse, ref_o, ref_lse, twin_o, dtype, ratio_log=None, rows=None, wh
     if bool(finite.any()):
         lerr = float((lse.double() - ref_lse)[finite].abs().max())
         assert lerr <= 1e-3 * (1 + float(ref_lse[finite].abs().max())), f"{what}: LSE error {lerr:.3g}"
+
+
+def check_reference(reference, args, kw, out, lse, dtype, ratio_log=None, rows=None, what: str = "") -> None:
+    """:func:`check` against ``reference(*args, **kw)`` and its same-precision
+    twin (the same with P rounded to ``dtype``)."""
+    ref_o, ref_lse = reference(*args, **kw)
+    twin_o, _ = reference(*args, p_dtype=dtype, **kw)
+    check(out, lse, ref_o, ref_lse, twin_o, dtype, ratio_log, rows=rows, what=what)
 
 
 def cumsum(lengths: Sequence[int]) -> List[int]:
@@ -199,9 +184,8 @@ def test_varlen_matches_reference(lengths, causal, gqa, d, dtype, ratio_log) -> 
     assert lse.shape == (hq, q.shape[0]) and lse.dtype == torch.float32 and lse.is_contiguous()
     mode = "top_left" if causal is True else causal
     scale = 1 / math.sqrt(d)
-    ref_o, ref_lse = ref_packed(q, k, v, cu_q, cu_k, causal=mode, scale=scale)
-    twin_o, _ = ref_packed(q, k, v, cu_q, cu_k, causal=mode, scale=scale, p_dtype=dt)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, rows=owned_rows(cu_q, q.shape[0]), what="varlen")
+    check_reference(ref_packed, (q, k, v, cu_q, cu_k), dict(causal=mode, scale=scale), out, lse, dt, ratio_log,
+                    rows=owned_rows(cu_q, q.shape[0]), what="varlen")
 
 
 @pytest.mark.parametrize("d", [96, 256, 512])
@@ -214,9 +198,8 @@ def test_varlen_head_dims(d, ratio_log) -> None:
                                      return_lse=True)
     torch.cuda.synchronize()
     kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
-    ref_o, ref_lse = ref_packed(q, k, v, cu_q, cu_k, **kw)
-    twin_o, _ = ref_packed(q, k, v, cu_q, cu_k, p_dtype=dt, **kw)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, rows=owned_rows(cu_q, q.shape[0]), what=f"hd{d}")
+    check_reference(ref_packed, (q, k, v, cu_q, cu_k), kw, out, lse, dt, ratio_log,
+                    rows=owned_rows(cu_q, q.shape[0]), what=f"hd{d}")
 
 
 VARLEN_FEATURES = [
@@ -249,9 +232,8 @@ def test_varlen_features(case, ratio_log) -> None:
     torch.cuda.synchronize()
     kw = dict(causal=case.get("causal"), scale=case.get("softmax_scale") or 1 / math.sqrt(d),
               window=case.get("window"), softcap=case.get("softcap", 0.0), sinks=sinks)
-    ref_o, ref_lse = ref_packed(q, k, v, cu_q, cu_k, used, **kw)
-    twin_o, _ = ref_packed(q, k, v, cu_q, cu_k, used, p_dtype=dt, **kw)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, rows=owned_rows(cu_q, q.shape[0]), what=str(case))
+    check_reference(ref_packed, (q, k, v, cu_q, cu_k, used), kw, out, lse, dt, ratio_log,
+                    rows=owned_rows(cu_q, q.shape[0]), what=str(case))
 
 
 def test_varlen_all_sequences_without_keys() -> None:
@@ -342,9 +324,7 @@ def test_paged_kv_shuffled_pages(page_size, seqlen_q, dtype, ratio_log) -> None:
     torch.cuda.synchronize()
     assert out.shape == q.shape and lse.shape == (len(lens), hq, seqlen_q)
     kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
-    ref_o, ref_lse = ref_decode(q, seqs_k, seqs_v, **kw)
-    twin_o, _ = ref_decode(q, seqs_k, seqs_v, p_dtype=dt, **kw)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, what=f"paged ps={page_size}")
+    check_reference(ref_decode, (q, seqs_k, seqs_v), kw, out, lse, dt, ratio_log, what=f"paged ps={page_size}")
 
 
 def test_paged_kv_packed_queries(ratio_log) -> None:
@@ -364,9 +344,7 @@ def test_paged_kv_packed_queries(ratio_log) -> None:
     kk = torch.cat(seqs_k)
     vv = torch.cat(seqs_v)
     kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
-    ref_o, ref_lse = ref_packed(q, kk, vv, cu_q, cumsum(klens), **kw)
-    twin_o, _ = ref_packed(q, kk, vv, cu_q, cumsum(klens), p_dtype=dt, **kw)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, what="paged packed")
+    check_reference(ref_packed, (q, kk, vv, cu_q, cumsum(klens)), kw, out, lse, dt, ratio_log, what="paged packed")
 
 
 DECODE_HEADS = [(8, 8), (32, 8), (16, 2), (8, 1)]  # MHA, GQA 4, GQA 8, MQA
@@ -390,9 +368,7 @@ def test_decode_contiguous_cache(seqlen_q, heads, num_splits, dtype, ratio_log) 
     seqs_k = [k_cache[b, :n] for b, n in enumerate(lens)]
     seqs_v = [v_cache[b, :n] for b, n in enumerate(lens)]
     kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
-    ref_o, ref_lse = ref_decode(q, seqs_k, seqs_v, **kw)
-    twin_o, _ = ref_decode(q, seqs_k, seqs_v, p_dtype=dt, **kw)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, what=f"decode splits={num_splits}")
+    check_reference(ref_decode, (q, seqs_k, seqs_v), kw, out, lse, dt, ratio_log, what=f"decode splits={num_splits}")
 
 
 @pytest.mark.parametrize("num_splits", [2, 5, 16])
@@ -422,9 +398,7 @@ def test_decode_head_dim_512(seqlen_q, num_splits, ratio_log) -> None:
                                            return_lse=True)
     torch.cuda.synchronize()
     kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
-    ref_o, ref_lse = ref_decode(q, seqs_k, seqs_v, **kw)
-    twin_o, _ = ref_decode(q, seqs_k, seqs_v, p_dtype=dt, **kw)
-    check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, what="hd512")
+    check_reference(ref_decode, (q, seqs_k, seqs_v), kw, out, lse, dt, ratio_log, what="hd512")
 
 
 def test_decode_features(ratio_log) -> None:
@@ -440,9 +414,8 @@ def test_decode_features(ratio_log) -> None:
                                                softcap=25.0, sinks=sinks, num_splits=num_splits, return_lse=True)
         torch.cuda.synchronize()
         kw = dict(causal="bottom_right", scale=1 / math.sqrt(d), window=(128, -1), softcap=25.0, sinks=sinks)
-        ref_o, ref_lse = ref_decode(q, seqs_k, seqs_v, **kw)
-        twin_o, _ = ref_decode(q, seqs_k, seqs_v, p_dtype=dt, **kw)
-        check(out, lse, ref_o, ref_lse, twin_o, dt, ratio_log, what=f"features splits={num_splits}")
+        check_reference(ref_decode, (q, seqs_k, seqs_v), kw, out, lse, dt, ratio_log,
+                        what=f"features splits={num_splits}")
 
 
 def test_kvcache_single_length_and_no_mask(ratio_log) -> None:
@@ -455,9 +428,7 @@ def test_kvcache_single_length_and_no_mask(ratio_log) -> None:
     torch.cuda.synchronize()
     kw = dict(causal=None, scale=1 / math.sqrt(d))
     seqs_k, seqs_v = [cache_k[b, :300] for b in range(3)], [cache_v[b, :300] for b in range(3)]
-    ref_o, _ = ref_decode(q, seqs_k, seqs_v, **kw)
-    twin_o, _ = ref_decode(q, seqs_k, seqs_v, p_dtype=dt, **kw)
-    check(out, None, ref_o, None, twin_o, dt, ratio_log, what="single length")
+    check_reference(ref_decode, (q, seqs_k, seqs_v), kw, out, None, dt, ratio_log, what="single length")
 
 
 def test_decode_loop_reuses_one_plan_and_graph_replay() -> None:
@@ -490,9 +461,7 @@ def test_decode_loop_reuses_one_plan_and_graph_replay() -> None:
     torch.cuda.synchronize()
     seqs_k, seqs_v = [k_cache[0, :700], k_cache[1]], [v_cache[0, :700], v_cache[1]]
     kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
-    ref_o, _ = ref_decode(q, seqs_k, seqs_v, **kw)
-    twin_o, _ = ref_decode(q, seqs_k, seqs_v, p_dtype=dt, **kw)
-    check(out, None, ref_o, None, twin_o, dt, what="graph replay")
+    check_reference(ref_decode, (q, seqs_k, seqs_v), kw, out, None, dt, what="graph replay")
 
 
 def test_kvcache_side_stream() -> None:
@@ -628,26 +597,6 @@ def test_merge_varlen_parts(ratio_log) -> None:
 
 
 # ---------------------------------------------------------------- other producers
-class _CAI:
-    def __init__(self, t):
-        self.t = t
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.t.__cuda_array_interface__
-
-
-class _DLPack:
-    def __init__(self, t):
-        self.t = t
-
-    def __dlpack__(self, stream=None):
-        return self.t.__dlpack__(stream=stream)
-
-    def __dlpack_device__(self):
-        return self.t.__dlpack_device__()
-
-
 def test_varlen_cuda_array_interface_inputs() -> None:
     qlens, klens = [30, 0, 99], [64, 5, 200]
     gen = gen_for("cai")
@@ -658,8 +607,8 @@ def test_varlen_cuda_array_interface_inputs() -> None:
                                                    num_splits=1)
     out = torch.full_like(q, float("nan"))
     lse = torch.empty_like(expected_lse)
-    ret = fmha.attention_varlen(_CAI(q), _CAI(k), _CAI(v), _CAI(cq), _CAI(ck), 99, 200, causal="bottom_right",
-                                out=_CAI(out), lse_out=_CAI(lse), return_lse=True, num_splits=1)
+    ret = fmha.attention_varlen(CAI(q), CAI(k), CAI(v), CAI(cq), CAI(ck), 99, 200, causal="bottom_right",
+                                out=CAI(out), lse_out=CAI(lse), return_lse=True, num_splits=1)
     torch.cuda.synchronize()
     assert ret[0].t is out and ret[1].t is lse
     rows = owned_rows(cu_q, q.shape[0])
@@ -678,8 +627,8 @@ def test_paged_dlpack_inputs_and_workspace() -> None:
     desc = fmha.describe_with_kvcache(q, k_cache, v_cache, lens, block_table=table, num_splits=4)
     with fmha.Plan(desc) as plan:
         ws = torch.empty(plan.workspace_size, dtype=torch.uint8, device=DEVICE)
-    fmha.attention_with_kvcache(_DLPack(q), _DLPack(k_cache), _DLPack(v_cache), _DLPack(lens),
-                                block_table=_DLPack(table), num_splits=4, out=_DLPack(out), workspace=ws)
+    fmha.attention_with_kvcache(DLPack(q), DLPack(k_cache), DLPack(v_cache), DLPack(lens),
+                                block_table=DLPack(table), num_splits=4, out=DLPack(out), workspace=ws)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, expected)
 

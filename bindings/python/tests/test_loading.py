@@ -91,26 +91,27 @@ def test_end_to_end_failure_message() -> None:
     assert "/nonexistent/libfmha.so: no such file" in proc.stderr
 
 
-def test_library_next_to_package_is_found(lib, tmp_path) -> None:
+def _load_copy(tmp_path: Path, copy_name: str):
+    """Copy the loaded libfmha to ``tmp_path / copy_name`` and load from a
+    package at ``tmp_path / "fmha"`` with the system loader off: returns
+    ``(loaded library, where it was found, the copy's path)``."""
     real = fmha.library_path()
     if not os.path.isabs(real):
         pytest.skip("library was found by the system loader; no file to copy")
     pkg = tmp_path / "fmha"
     pkg.mkdir()
-    copy = pkg / "libfmha.so.0"
+    copy = tmp_path / copy_name
     shutil.copy(real, copy)
     loaded, where = _lib.load(env={}, package_dir=str(pkg), use_system=False)
+    return loaded, where, copy
+
+
+def test_library_next_to_package_is_found(lib, tmp_path) -> None:
+    loaded, where, copy = _load_copy(tmp_path, "fmha/libfmha.so.0")
     assert where == str(copy)
     assert int(loaded.fmha_version()) == fmha.version().number
 
 
 def test_library_in_parent_of_package_is_found(lib, tmp_path) -> None:
-    real = fmha.library_path()
-    if not os.path.isabs(real):
-        pytest.skip("library was found by the system loader; no file to copy")
-    pkg = tmp_path / "fmha"
-    pkg.mkdir()
-    copy = tmp_path / "libfmha.so"
-    shutil.copy(real, copy)
-    _, where = _lib.load(env={}, package_dir=str(pkg), use_system=False)
+    _, where, copy = _load_copy(tmp_path, "libfmha.so")
     assert where == str(copy)

@@ -9,8 +9,8 @@ cached (LRU, keyed by every descriptor field, the device included).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any, Optional, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._abi import DType, FmhaDescriptor
 from ._cuda import device_guard, framework_of, resolve_stream
@@ -82,10 +82,10 @@ def _dtype_of(v: TensorView, name: str) -> DType:
 
 @dataclass
 class _Call:
-    """Everything :func:`attention` derived from its arguments."""
+    """Everything an entry point (:func:`attention`, the serving forms) derived
+    from its arguments."""
 
     descriptor: FmhaDescriptor
-    layout: str
     dtype: DType
     device: Optional[int]
     stream: int
@@ -95,9 +95,78 @@ class _Call:
     out: Optional[TensorView]  # None: to be allocated
     lse: Optional[TensorView]  # None: not written, or to be allocated
     write_lse: bool
-    out_shape: Tuple[int, int, int, int]
-    lse_shape: Tuple[int, int, int]
+    out_shape: Tuple[int, ...]
+    lse_shape: Tuple[int, ...]
     sinks: Optional[TensorView] = None
+    arrays: Dict[str, TensorView] = field(default_factory=dict)  # cu_seqlens_q, ... (serving forms)
+    rows_q: int = 1  # query rows in total (0: nothing to compute)
+
+
+def _check_dtypes(q: TensorView, others: Sequence[Tuple[str, TensorView]]) -> DType:
+    dtype = _dtype_of(q, "q")
+    for name, t in others:
+        if t.dtype_name != q.dtype_name:
+            _dtype_of(t, name)
+            raise TypeError(f"q, k and v must have one dtype: q is {q.dtype_name}, {name} is {t.dtype_name}")
+    return dtype
+
+
+def _common_device(views: Sequence[Optional[TensorView]], what: str) -> Optional[int]:
+    devices = {t.device for t in views if t is not None and t.device is not None}
+    if len(devices) > 1:
+        raise ValueError(f"{what} are on different devices: {sorted(devices)}")
+    return next(iter(devices)) if devices else None
+
+
+def _float32_vector(obj: Any, name: str, length: int, stream_ptr: int) -> TensorView:
+    sv = view(obj, name, stream_ptr)
+    if sv.dtype_name != "float32":
+        raise TypeError(f"{name} must be float32, got {sv.dtype_name}")
+    if sv.shape != (length,) or not sv.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous float32 tensor of shape ({length},), got {sv.shape}")
+    return sv
+
+
+def _shape_text(shape: Tuple[int, ...], what: str) -> str:
+    """``shape`` for an error message, followed by what it means when given."""
+    return f"{shape} {what}" if what else f"{shape}"
+
+
+def _out_view(out: Any, q: TensorView, shape: Tuple[int, ...], device: Optional[int], stream_ptr: int,
+              what: str = "") -> Optional[TensorView]:
+    if out is None:
+        if framework_of(q.source) != "torch":
+            raise ValueError("out= is required when q is not a torch.Tensor (nothing to allocate it with)")
+        return None
+    ov = view(out, "out", stream_ptr)
+    if ov.dtype_name != q.dtype_name:
+        raise TypeError(f"out must have q's dtype {q.dtype_name}, got {ov.dtype_name}")
+    if ov.shape != shape:
+        raise ValueError(f"out must have shape {_shape_text(shape, what)}, got {ov.shape}")
+    if device is not None and ov.device is not None and ov.device != device:
+        raise ValueError(f"out is on device {ov.device}, q on device {device}")
+    if ov.readonly:
+        raise ValueError("out is read-only")
+    return ov
+
+
+def _lse_view(lse_out: Any, return_lse: bool, q: TensorView, shape: Tuple[int, ...], stream_ptr: int,
+              what: str = "") -> Tuple[bool, Optional[TensorView]]:
+    write_lse = bool(return_lse) or lse_out is not None
+    if lse_out is None:
+        if write_lse and framework_of(q.source) != "torch":
+            raise ValueError("lse_out= is required for return_lse=True when q is not a torch.Tensor")
+        return write_lse, None
+    lv = view(lse_out, "lse_out", stream_ptr)
+    if lv.dtype_name != "float32":
+        raise TypeError(f"lse_out must be float32, got {lv.dtype_name}")
+    if lv.shape != shape or not lv.is_contiguous():
+        raise ValueError(
+            f"lse_out must be a contiguous float32 tensor of shape {_shape_text(shape, what)}, got shape {lv.shape}"
+        )
+    if lv.readonly:
+        raise ValueError("lse_out is read-only")
+    return write_lse, lv
 
 
 def _prepare(
@@ -121,15 +190,8 @@ def _prepare(
     layout = parse_layout(layout)
     stream_ptr = resolve_stream(stream, q)
     qv, kv, vv = view(q, "q", stream_ptr), view(k, "k", stream_ptr), view(v, "v", stream_ptr)
-    dtype = _dtype_of(qv, "q")
-    for name, t in (("k", kv), ("v", vv)):
-        if t.dtype_name != qv.dtype_name:
-            _dtype_of(t, name)
-            raise TypeError(f"q, k and v must have one dtype: q is {qv.dtype_name}, {name} is {t.dtype_name}")
-    devices = {t.device for t in (qv, kv, vv) if t.device is not None}
-    if len(devices) > 1:
-        raise ValueError(f"q, k and v are on different devices: {sorted(devices)}")
-    device = next(iter(devices)) if devices else None
+    dtype = _check_dtypes(qv, [("k", kv), ("v", vv)])
+    device = _common_device([qv, kv, vv], "q, k and v")
 
     dq, dk, dvv = _dims(qv, layout, "q"), _dims(kv, layout, "k"), _dims(vv, layout, "v")
     if not dq.batch == dk.batch == dvv.batch:
@@ -143,44 +205,13 @@ def _prepare(
 
     out_shape = _layout_shape(layout, dq.batch, dq.seq, dq.heads, dvv.dim)
     lse_shape = (dq.batch, dq.heads, dq.seq)
-
-    ov: Optional[TensorView] = None
-    if out is not None:
-        ov = view(out, "out", stream_ptr)
-        if ov.dtype_name != qv.dtype_name:
-            raise TypeError(f"out must have q's dtype {qv.dtype_name}, got {ov.dtype_name}")
-        if ov.shape != out_shape:
-            raise ValueError(f"out must have shape {out_shape} for layout={layout!r}, got {ov.shape}")
-        if device is not None and ov.device is not None and ov.device != device:
-            raise ValueError(f"out is on device {ov.device}, q on device {device}")
-        if ov.readonly:
-            raise ValueError("out is read-only")
+    ov = _out_view(out, qv, out_shape, device, stream_ptr, f"for layout={layout!r}")
+    if ov is not None:
         o_strides = _dims(ov, layout, "out").strides
-    elif framework_of(q) == "torch":
+    else:  # torch input: out will be allocated dense in layout
         o_strides = layout_strides(layout, dq.seq, dq.heads, dvv.dim).as_tuple()
-    else:
-        raise ValueError("out= is required when q is not a torch.Tensor (nothing to allocate it with)")
-
-    write_lse = bool(return_lse) or lse_out is not None
-    lv: Optional[TensorView] = None
-    if lse_out is not None:
-        lv = view(lse_out, "lse_out", stream_ptr)
-        if lv.dtype_name != "float32":
-            raise TypeError(f"lse_out must be float32, got {lv.dtype_name}")
-        if lv.shape != lse_shape or not lv.is_contiguous():
-            raise ValueError(f"lse_out must be a contiguous float32 tensor of shape {lse_shape}, got shape {lv.shape}")
-        if lv.readonly:
-            raise ValueError("lse_out is read-only")
-    elif write_lse and framework_of(q) != "torch":
-        raise ValueError("lse_out= is required for return_lse=True when q is not a torch.Tensor")
-
-    sv: Optional[TensorView] = None
-    if sinks is not None:
-        sv = view(sinks, "sinks", stream_ptr)
-        if sv.dtype_name != "float32":
-            raise TypeError(f"sinks must be float32, got {sv.dtype_name}")
-        if sv.shape != (dq.heads,) or not sv.is_contiguous():
-            raise ValueError(f"sinks must be a contiguous float32 tensor of shape ({dq.heads},), got {sv.shape}")
+    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, stream_ptr)
+    sv = _float32_vector(sinks, "sinks", dq.heads, stream_ptr) if sinks is not None else None
 
     descriptor = make_descriptor(
         batch=dq.batch,
@@ -205,7 +236,7 @@ def _prepare(
         sinks=sv is not None,
         num_splits=num_splits,
     )
-    return _Call(descriptor, layout, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape, sv)
+    return _Call(descriptor, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape, sv)
 
 
 def describe(
@@ -262,6 +293,49 @@ def _allocate_workspace(call: _Call, size: int) -> Any:
         cupy = sys.modules["cupy"]
         return cupy.empty((size,), dtype=cupy.uint8)
     raise ValueError(f"this problem needs {size} bytes of device workspace: pass workspace=")
+
+
+def _outputs(call: _Call, out: Any, lse_out: Any) -> Tuple[Any, int, Any, Optional[int], List[Any]]:
+    """``(out, its address, lse, its address, the tensors allocated here)``.
+
+    The caller's buffers when given; else torch allocates them (preparing
+    the call checked that q is then a torch.Tensor).
+    """
+    q = call.q.source
+    allocated = []
+    if call.out is None:
+        torch = sys.modules["torch"]
+        out = torch.empty(call.out_shape, dtype=q.dtype, device=q.device)
+        allocated.append(out)
+        out_ptr = int(out.data_ptr())
+    else:
+        out_ptr = call.out.ptr
+    lse: Any = None
+    lse_ptr: Optional[int] = None
+    if call.lse is not None:
+        lse, lse_ptr = lse_out, call.lse.ptr
+    elif call.write_lse:
+        torch = sys.modules["torch"]
+        lse = torch.empty(call.lse_shape, dtype=torch.float32, device=q.device)
+        allocated.append(lse)
+        lse_ptr = int(lse.data_ptr())
+    return out, out_ptr, lse, lse_ptr, allocated
+
+
+def _plan_and_workspace(call: _Call, workspace: Any, allocated: Sequence[Any]) -> Tuple[Plan, Any]:
+    """The plan for ``call`` and the workspace to run it with (None, the
+    caller's, or allocated here). Call it under ``device_guard``."""
+    # A plan binds to the current context. Without a known device the
+    # descriptor does not identify that context, so such plans are not cached.
+    plan: Plan = _PLAN_CACHE.get(call.descriptor) if call.device is not None else Plan(call.descriptor)
+    size = plan.workspace_size
+    if size == 0:
+        workspace = None
+    elif workspace is None:
+        workspace = _allocate_workspace(call, size)
+    for t in allocated:
+        _record_stream(t, call.stream)
+    return plan, workspace
 
 
 def attention(
@@ -345,35 +419,9 @@ def attention(
         out=out, lse_out=lse_out, kernel=kernel, stream=stream,
         window=window, softcap=softcap, sinks=sinks, num_splits=num_splits,
     )
-    allocated = []
-    if call.out is None:  # torch input (checked by _prepare)
-        torch = sys.modules["torch"]
-        out = torch.empty(call.out_shape, dtype=q.dtype, device=q.device)
-        allocated.append(out)
-        out_ptr = int(out.data_ptr())
-    else:
-        out_ptr = call.out.ptr
-    lse: Any = None
-    lse_ptr: Optional[int] = None
-    if call.lse is not None:
-        lse, lse_ptr = lse_out, call.lse.ptr
-    elif call.write_lse:  # torch input (checked by _prepare)
-        torch = sys.modules["torch"]
-        lse = torch.empty(call.lse_shape, dtype=torch.float32, device=q.device)
-        allocated.append(lse)
-        lse_ptr = int(lse.data_ptr())
-
+    out, out_ptr, lse, lse_ptr, allocated = _outputs(call, out, lse_out)
     with device_guard(q, call.device):
-        # A plan binds to the current context. Without a known device the
-        # descriptor does not identify that context, so such plans are not cached.
-        plan: Plan = _PLAN_CACHE.get(call.descriptor) if call.device is not None else Plan(call.descriptor)
-        size = plan.workspace_size
-        if size == 0:
-            workspace = None
-        elif workspace is None:
-            workspace = _allocate_workspace(call, size)
-        for t in allocated:
-            _record_stream(t, call.stream)
+        plan, workspace = _plan_and_workspace(call, workspace, allocated)
         # Raw addresses: the views (and any DLPack capsules) live in `call`.
         plan.run(call.q.ptr, call.k.ptr, call.v.ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream,
                  sinks=call.sinks.ptr if call.sinks is not None else None)

@@ -12,7 +12,7 @@ import ctypes
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, TypeVar, Union
 
 from ._abi import (
     FMHA_FLAG_PAGED_KV,
@@ -47,6 +47,8 @@ _INDEX_ARRAYS = (
     (FMHA_FLAG_SEQUSED_K, "seqused_k", "FMHA_FLAG_SEQUSED_K"),
     (FMHA_FLAG_PAGED_KV, "block_table", "FMHA_FLAG_PAGED_KV"),
 )
+
+_PlanT = TypeVar("_PlanT", bound="_PlanHandle")
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,56 @@ def _plan_info(handle: fmha_plan_p) -> PlanInfo:
     )
 
 
-class Plan:
+class _PlanHandle:
+    """What attention and merge plans share: the lifetime of their
+    ``fmha_plan`` handle (both are released by ``fmha_destroy_plan``) and
+    the rule that runs pass ``lse`` exactly when the plan writes it."""
+
+    _KIND = "plan"  # how error messages name it
+    _handle: Optional[int]
+    _lib: Any
+    _descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor]
+
+    def close(self) -> None:
+        """Release the plan (idempotent). Work already enqueued is unaffected."""
+        handle, self._handle = self._handle, None
+        if handle:
+            self._lib.fmha_destroy_plan(fmha_plan_p(handle))
+
+    def __enter__(self: _PlanT) -> _PlanT:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing sensible to do
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    @property
+    def writes_lse(self) -> bool:
+        """True when the plan was created with FMHA_FLAG_WRITE_LSE."""
+        return bool(self._descriptor.flags & FMHA_FLAG_WRITE_LSE)
+
+    def _live_handle(self) -> fmha_plan_p:
+        if not self._handle:
+            raise ValueError(f"{self._KIND} is closed")
+        return fmha_plan_p(self._handle)
+
+    def _check_lse(self, lse: Any) -> None:
+        if self.writes_lse and lse is None:
+            raise ValueError(f"this {self._KIND} writes LSE (write_lse=True): pass lse=")
+        if not self.writes_lse and lse is not None:
+            raise ValueError(f"lse was given but the {self._KIND} was created without write_lse=True")
+
+
+class Plan(_PlanHandle):
     """An ``fmha_plan``: create once, run many times.
 
     Create it from problem fields (see :mod:`fmha.problem`) or from a
@@ -125,44 +176,11 @@ class Plan:
         self._workspace_size = int(size.value)
         self._info: Optional[PlanInfo] = None
 
-    # -- lifetime ---------------------------------------------------------
-    def close(self) -> None:
-        """Release the plan (idempotent). Runs already enqueued are unaffected."""
-        handle, self._handle = self._handle, None
-        if handle:
-            self._lib.fmha_destroy_plan(fmha_plan_p(handle))
-
-    def __enter__(self) -> "Plan":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: nothing sensible to do
-            pass
-
-    @property
-    def closed(self) -> bool:
-        return not self._handle
-
-    def _live_handle(self) -> fmha_plan_p:
-        if not self._handle:
-            raise ValueError("plan is closed")
-        return fmha_plan_p(self._handle)
-
     # -- properties -------------------------------------------------------
     @property
     def descriptor(self) -> FmhaDescriptor:
         """A copy of the descriptor the plan was created from."""
         return copy_descriptor(self._descriptor)
-
-    @property
-    def writes_lse(self) -> bool:
-        """True when the plan was created with FMHA_FLAG_WRITE_LSE."""
-        return bool(self._descriptor.flags & FMHA_FLAG_WRITE_LSE)
 
     @property
     def uses_sinks(self) -> bool:
@@ -221,10 +239,7 @@ class Plan:
         else the legacy default stream.
         """
         handle = self._live_handle()
-        if self.writes_lse and lse is None:
-            raise ValueError("this plan writes LSE (write_lse=True): pass lse=")
-        if not self.writes_lse and lse is not None:
-            raise ValueError("lse was given but the plan was created without write_lse=True")
+        self._check_lse(lse)
         stream_ptr = resolve_stream(stream, q)
 
         keep = []
@@ -279,7 +294,7 @@ class Plan:
         )
 
 
-class MergePlan:
+class MergePlan(_PlanHandle):
     """A merge plan (``fmha_create_merge_plan``): combines partial attention
     results over disjoint key sets into the exact result over their union.
 
@@ -296,6 +311,8 @@ class MergePlan:
     ``with`` block or garbage collection. It needs no workspace.
     """
 
+    _KIND = "merge plan"
+
     def __init__(self, descriptor: Optional[FmhaMergeDescriptor] = None, **fields: Any) -> None:
         self._handle: Optional[int] = None
         if descriptor is not None and fields:
@@ -310,28 +327,6 @@ class MergePlan:
         self._lib = _lib.library()
         self._descriptor = desc
 
-    def close(self) -> None:
-        """Release the plan (idempotent). Merges already enqueued are unaffected."""
-        handle, self._handle = self._handle, None
-        if handle:
-            self._lib.fmha_destroy_plan(fmha_plan_p(handle))
-
-    def __enter__(self) -> "MergePlan":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    @property
-    def closed(self) -> bool:
-        return not self._handle
-
     @property
     def descriptor(self) -> FmhaMergeDescriptor:
         """A copy of the merge descriptor the plan was created from."""
@@ -344,13 +339,7 @@ class MergePlan:
     @property
     def info(self) -> PlanInfo:
         """What the plan loaded (``fmha_plan_get_info``; ``num_splits`` is the part count)."""
-        if not self._handle:
-            raise ValueError("merge plan is closed")
-        return _plan_info(fmha_plan_p(self._handle))
-
-    @property
-    def writes_lse(self) -> bool:
-        return bool(self._descriptor.flags & FMHA_FLAG_WRITE_LSE)
+        return _plan_info(self._live_handle())
 
     def run(self, o_parts: Sequence[Any], lse_parts: Sequence[Any], o: Any, lse: Any = None,
             stream: Any = None) -> None:
@@ -363,18 +352,14 @@ class MergePlan:
         ``stream`` defaults to the current stream of the framework owning
         ``o``, else the legacy default stream.
         """
-        if not self._handle:
-            raise ValueError("merge plan is closed")
+        handle = self._live_handle()
         n = self.num_parts
         o_parts, lse_parts = list(o_parts), list(lse_parts)
         if len(o_parts) != n or len(lse_parts) != n:
             raise ValueError(
                 f"this merge plan combines {n} parts: got {len(o_parts)} O parts and {len(lse_parts)} LSE parts"
             )
-        if self.writes_lse and lse is None:
-            raise ValueError("this merge plan writes LSE (write_lse=True): pass lse=")
-        if not self.writes_lse and lse is not None:
-            raise ValueError("lse was given but the merge plan was created without write_lse=True")
+        self._check_lse(lse)
         stream_ptr = resolve_stream(stream, o)
         keep = []
         o_ptrs = (ctypes.c_void_p * max(n, 1))()
@@ -390,7 +375,7 @@ class MergePlan:
         keep.append(alive)
         lse_ptr, alive = data_pointer(lse, "lse", stream_ptr)
         keep.append(alive)
-        _lib.call("fmha_run_merge", fmha_plan_p(self._handle), o_ptrs, lse_ptrs, o_ptr or None,
+        _lib.call("fmha_run_merge", handle, o_ptrs, lse_ptrs, o_ptr or None,
                   ctypes.cast(ctypes.c_void_p(lse_ptr), _FLOAT_P), stream_ptr or None)
         del keep
 

@@ -36,21 +36,32 @@ from __future__ import annotations
 import ctypes
 import operator
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._abi import (
     FMHA_FLAG_PAGED_KV,
     FMHA_MERGE_MAX_PARTS,
-    DType,
     FmhaDescriptor,
     Mask,
     Status,
 )
-from ._cuda import device_guard, framework_of, resolve_stream
+from ._cuda import device_guard, resolve_stream
 from ._lib import call_status
-from .api import _PLAN_CACHE, _allocate_workspace, _dims, _dtype_of, _record_stream
-from .plan import MergePlan, Plan
+from .api import (
+    _PLAN_CACHE,
+    _Call,
+    _check_dtypes,
+    _common_device,
+    _dims,
+    _dtype_of,
+    _float32_vector,
+    _lse_view,
+    _out_view,
+    _outputs,
+    _plan_and_workspace,
+    _record_stream,
+)
+from .plan import MergePlan
 from .problem import (
     SupportResult,
     _int32,
@@ -72,27 +83,6 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------- helpers
-@dataclass
-class _ServingCall:
-    """Everything a serving entry point derived from its arguments."""
-
-    descriptor: FmhaDescriptor
-    dtype: DType
-    device: Optional[int]
-    stream: int
-    q: TensorView
-    k: TensorView
-    v: TensorView
-    out: Optional[TensorView]  # None: to be allocated
-    lse: Optional[TensorView]  # None: not written, or to be allocated
-    write_lse: bool
-    out_shape: Tuple[int, ...]
-    lse_shape: Tuple[int, ...]
-    sinks: Optional[TensorView] = None
-    arrays: Dict[str, TensorView] = field(default_factory=dict)  # cu_seqlens_q, ...
-    rows_q: int = 1  # query rows in total (0: nothing to compute)
-
-
 def _packed(v: TensorView, name: str, order: str = "[total, heads, dim]") -> Tuple[int, int, int, Tuple[int, int, int, int]]:
     """A 3-D packed tensor ``[rows, heads, dim]`` as (rows, heads, dim,
     fmha strides). The batch stride is never followed for packed tensors; it
@@ -115,22 +105,6 @@ def _contiguous(like: TensorView, shape: Tuple[int, ...]) -> TensorView:
                       like.device)
 
 
-def _check_dtypes(q: TensorView, others: Sequence[Tuple[str, TensorView]]) -> DType:
-    dtype = _dtype_of(q, "q")
-    for name, t in others:
-        if t.dtype_name != q.dtype_name:
-            _dtype_of(t, name)
-            raise TypeError(f"q, k and v must have one dtype: q is {q.dtype_name}, {name} is {t.dtype_name}")
-    return dtype
-
-
-def _common_device(views: Sequence[Optional[TensorView]], what: str) -> Optional[int]:
-    devices = {t.device for t in views if t is not None and t.device is not None}
-    if len(devices) > 1:
-        raise ValueError(f"{what} are on different devices: {sorted(devices)}")
-    return next(iter(devices)) if devices else None
-
-
 def _index_array(obj: Any, name: str, shape: Tuple[int, ...], stream_ptr: int) -> TensorView:
     """An int32 device index array of exactly ``shape``, contiguous (``obj``
     may already be a view of it)."""
@@ -144,49 +118,6 @@ def _index_array(obj: Any, name: str, shape: Tuple[int, ...], stream_ptr: int) -
     return iv
 
 
-def _float32_vector(obj: Any, name: str, length: int, stream_ptr: int) -> TensorView:
-    sv = view(obj, name, stream_ptr)
-    if sv.dtype_name != "float32":
-        raise TypeError(f"{name} must be float32, got {sv.dtype_name}")
-    if sv.shape != (length,) or not sv.is_contiguous():
-        raise ValueError(f"{name} must be a contiguous float32 tensor of shape ({length},), got {sv.shape}")
-    return sv
-
-
-def _out_view(out: Any, q: TensorView, shape: Tuple[int, ...], device: Optional[int], stream_ptr: int) -> Optional[TensorView]:
-    if out is None:
-        if framework_of(q.source) != "torch":
-            raise ValueError("out= is required when q is not a torch.Tensor (nothing to allocate it with)")
-        return None
-    ov = view(out, "out", stream_ptr)
-    if ov.dtype_name != q.dtype_name:
-        raise TypeError(f"out must have q's dtype {q.dtype_name}, got {ov.dtype_name}")
-    if ov.shape != shape:
-        raise ValueError(f"out must have shape {shape}, got {ov.shape}")
-    if device is not None and ov.device is not None and ov.device != device:
-        raise ValueError(f"out is on device {ov.device}, q on device {device}")
-    if ov.readonly:
-        raise ValueError("out is read-only")
-    return ov
-
-
-def _lse_view(lse_out: Any, return_lse: bool, q: TensorView, shape: Tuple[int, ...], stream_ptr: int,
-              what: str) -> Tuple[bool, Optional[TensorView]]:
-    write_lse = bool(return_lse) or lse_out is not None
-    if lse_out is None:
-        if write_lse and framework_of(q.source) != "torch":
-            raise ValueError("lse_out= is required for return_lse=True when q is not a torch.Tensor")
-        return write_lse, None
-    lv = view(lse_out, "lse_out", stream_ptr)
-    if lv.dtype_name != "float32":
-        raise TypeError(f"lse_out must be float32, got {lv.dtype_name}")
-    if lv.shape != shape or not lv.is_contiguous():
-        raise ValueError(f"lse_out must be a contiguous float32 tensor of shape {shape} {what}, got shape {lv.shape}")
-    if lv.readonly:
-        raise ValueError("lse_out is read-only")
-    return write_lse, lv
-
-
 def _nonnegative(name: str, value: Any) -> int:
     v = _int64(name, value)
     if v < 0:
@@ -198,36 +129,12 @@ def _softcap(value: Optional[float]) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def _execute(call: _ServingCall, out: Any, lse_out: Any, workspace: Any, return_lse: bool) -> Any:
+def _execute(call: _Call, out: Any, lse_out: Any, workspace: Any, return_lse: bool) -> Any:
     """Allocate what is missing, get the plan and enqueue the run."""
-    q = call.q.source
-    allocated = []
-    torch = sys.modules.get("torch")
-    if call.out is None:  # torch input (checked when preparing)
-        out = torch.empty(call.out_shape, dtype=q.dtype, device=q.device)
-        allocated.append(out)
-        out_ptr = int(out.data_ptr())
-    else:
-        out_ptr = call.out.ptr
-    lse: Any = None
-    lse_ptr: Optional[int] = None
-    if call.lse is not None:
-        lse, lse_ptr = lse_out, call.lse.ptr
-    elif call.write_lse:  # torch input (checked when preparing)
-        lse = torch.empty(call.lse_shape, dtype=torch.float32, device=q.device)
-        allocated.append(lse)
-        lse_ptr = int(lse.data_ptr())
-
+    out, out_ptr, lse, lse_ptr, allocated = _outputs(call, out, lse_out)
     if call.rows_q > 0:
-        with device_guard(q, call.device):
-            plan: Plan = _PLAN_CACHE.get(call.descriptor) if call.device is not None else Plan(call.descriptor)
-            size = plan.workspace_size
-            if size == 0:
-                workspace = None
-            elif workspace is None:
-                workspace = _allocate_workspace(call, size)  # type: ignore[arg-type]
-            for t in allocated:
-                _record_stream(t, call.stream)
+        with device_guard(call.q.source, call.device):
+            plan, workspace = _plan_and_workspace(call, workspace, allocated)
             k_ptr, v_ptr = call.k.ptr, call.v.ptr
             if (k_ptr == 0 or v_ptr == 0) and call.descriptor.total_k == 0 and not call.descriptor.flags & FMHA_FLAG_PAGED_KV:
                 # Packed K/V with no row at all (every sequence has 0 keys):
@@ -263,7 +170,7 @@ def _prepare_varlen(
     causal: Any, softmax_scale: Optional[float], window: Optional[Tuple[int, int]], softcap: Optional[float],
     sinks: Any, seqused_k: Any, return_lse: bool, num_splits: int, kernel: Any, out: Any, lse_out: Any,
     stream: Any,
-) -> _ServingCall:
+) -> _Call:
     stream_ptr = resolve_stream(stream, q)
     qv, kv, vv = view(q, "q", stream_ptr), view(k, "k", stream_ptr), view(v, "v", stream_ptr)
     dtype = _check_dtypes(qv, [("k", kv), ("v", vv)])
@@ -308,7 +215,7 @@ def _prepare_varlen(
         varlen_q=True, varlen_k=True, seqused_k=seqused_k is not None,
         total_q=total_q, total_k=total_k, num_splits=_int32("num_splits", num_splits),
     )
-    return _ServingCall(descriptor, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape,
+    return _Call(descriptor, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape,
                         sv, arrays, rows_q=total_q)
 
 
@@ -419,7 +326,7 @@ def _prepare_kvcache(
     max_seqlen_q: Any, causal: Any, softmax_scale: Optional[float], window: Optional[Tuple[int, int]],
     softcap: Optional[float], sinks: Any, num_splits: int, return_lse: bool, kernel: Any, out: Any,
     lse_out: Any, stream: Any,
-) -> _ServingCall:
+) -> _Call:
     stream_ptr = resolve_stream(stream, q)
     qv = view(q, "q", stream_ptr)
     kv, vv = view(k_cache, "k_cache", stream_ptr), view(v_cache, "v_cache", stream_ptr)
@@ -510,7 +417,7 @@ def _prepare_kvcache(
         varlen_q=varlen_q, seqused_k=used, paged_kv=bool(paged),
         total_q=rows_q if varlen_q else None, num_splits=_int32("num_splits", num_splits), **paged,
     )
-    return _ServingCall(descriptor, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape,
+    return _Call(descriptor, dtype, device, stream_ptr, qv, kv, vv, ov, lv, write_lse, out_shape, lse_shape,
                         sv, arrays, rows_q=rows_q)
 
 

@@ -300,14 +300,7 @@ TEST_CASE("reference: q head h reads kv head h / (Hq / Hkv)", "[cpu][support][re
 }
 
 TEST_CASE("reference: results do not depend on layout or thread count", "[cpu][support][reference]") {
-    Case base;
-    base.dtype = FMHA_DTYPE_FP16;
-    base.batch = 2;
-    base.num_q_heads = 4;
-    base.num_kv_heads = 2;
-    base.seqlen_q = 19;
-    base.seqlen_k = 37;
-    base.head_dim = 96;
+    Case base = dense_case(FMHA_DTYPE_FP16, 96, 2, 4, 2, 19, 37);
     base.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
     base.seed = 11;
     HostCase bshd(base);
@@ -329,14 +322,7 @@ TEST_CASE("reference: results do not depend on layout or thread count", "[cpu][s
 
 TEST_CASE("same-precision reference is close to fp64, but not equal", "[cpu][support][reference]") {
     for (fmha_dtype dt : {FMHA_DTYPE_BF16, FMHA_DTYPE_FP16}) {
-        Case c;
-        c.dtype = dt;
-        c.batch = 1;
-        c.num_q_heads = 2;
-        c.num_kv_heads = 1;
-        c.seqlen_q = 64;
-        c.seqlen_k = 200;
-        c.head_dim = 128;
+        Case c = dense_case(dt, 128, 1, 2, 1, 64, 200);
         c.seed = 5;
         HostCase hc(c);
         Comparison cmp = hc.compare(hc.expected_outputs());
@@ -350,13 +336,8 @@ TEST_CASE("same-precision reference is close to fp64, but not equal", "[cpu][sup
 
 TEST_CASE("comparison: a correct output passes, each kind of defect is caught",
           "[cpu][support][compare]") {
-    Case c;
-    c.batch = 2;
-    c.num_q_heads = 4;
-    c.num_kv_heads = 2;
-    c.seqlen_q = 9;  // > seqlen_k: bottom-right leaves rows 0..3 without keys
-    c.seqlen_k = 5;
-    c.head_dim = 64;
+    // seqlen_q 9 > seqlen_k 5: bottom-right leaves rows 0..3 without keys
+    Case c = dense_case(FMHA_DTYPE_BF16, 64, 2, 4, 2, 9, 5);
     c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
     c.layout = Layout::SLICED;
     c.seed = 3;
@@ -430,13 +411,7 @@ TEST_CASE("comparison: a correct output passes, each kind of defect is caught",
 }
 
 TEST_CASE("broadcast K/V: one batch read with stride 0", "[cpu][support][reference]") {
-    Case c;
-    c.batch = 3;
-    c.num_q_heads = 4;
-    c.num_kv_heads = 1;
-    c.seqlen_q = 5;
-    c.seqlen_k = 7;
-    c.head_dim = 64;
+    Case c = dense_case(FMHA_DTYPE_BF16, 64, 3, 4, 1, 5, 7);
     c.broadcast_kv = true;
     c.seed = 9;
     HostCase hc(c);

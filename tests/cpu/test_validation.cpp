@@ -13,30 +13,14 @@
 #include "fmha/fmha.h"
 #include "fmha_catch.h"
 #include "validation_checks.h"
+#include "fmha_test/archs.h"
 
 using namespace validation_checks;
 
 namespace {
 
 // A valid GQA problem: bf16, batch 2, 8 q heads over 2 kv heads, 128 x 256, hd 128.
-fmha_descriptor valid_desc() {
-    fmha_descriptor d;
-    REQUIRE(fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
-    d.dtype = FMHA_DTYPE_BF16;
-    d.batch = 2;
-    d.num_q_heads = 8;
-    d.num_kv_heads = 2;
-    d.seqlen_q = 128;
-    d.seqlen_k = 256;
-    d.head_dim = 128;
-    REQUIRE(fmha_strides_bshd(&d.q_strides, d.seqlen_q, d.num_q_heads, d.head_dim) ==
-            FMHA_STATUS_SUCCESS);
-    REQUIRE(fmha_strides_bshd(&d.k_strides, d.seqlen_k, d.num_kv_heads, d.head_dim) ==
-            FMHA_STATUS_SUCCESS);
-    d.v_strides = d.k_strides;
-    d.o_strides = d.q_strides;
-    return d;
-}
+fmha_descriptor valid_desc() { return gqa_desc(2, 128, 256); }
 
 // Re-derives packed BSHD strides after a shape change, so only the field
 // under test is wrong.
@@ -50,10 +34,6 @@ void restride(fmha_descriptor &d) {
         d.v_strides = d.k_strides;
     }
 }
-
-
-
-
 
 }  // namespace
 
@@ -499,11 +479,8 @@ TEST_CASE("FMHA_FORCE_KERNEL environment variable", "[cpu][validation]") {
 
 namespace {
 
-std::vector<int32_t> embedded_archs() {
-    std::vector<int32_t> v(size_t(fmha_embedded_archs(nullptr, 0)));
-    fmha_embedded_archs(v.data(), int32_t(v.size()));
-    return v;
-}
+using fmha_test::embedded_archs;
+using fmha_test::embeds;
 
 // What find_image does, seen from outside: a cubin of the same major arch
 // and not newer, or PTX not newer. (Arch-specific cubins such as sm_90a run
@@ -513,12 +490,6 @@ bool some_image_covers(int sm) {
         if (a / 10 == sm / 10 && a <= sm) return true;
     const int32_t ptx = fmha_embedded_ptx_arch();
     return ptx != 0 && ptx <= sm;
-}
-
-bool embeds(int sm) {
-    for (int32_t a : embedded_archs())
-        if (a == sm) return true;
-    return false;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "fmha/fmha.h"
 #include "fmha_catch.h"
 #include "validation_checks.h"
+#include "fmha_test/archs.h"
 #include "fmha_test/half.h"
 #include "fmha_test/reference.h"
 #include "fmha_test/serving.h"
@@ -31,32 +32,15 @@ using namespace validation_checks;
 
 namespace {
 
-
 // A valid GQA problem: bf16, batch 3, 8 q heads over 2 kv heads, 64 x 300, hd 128.
-fmha_descriptor dense_desc() {
-    fmha_descriptor d;
-    REQUIRE(fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
-    d.dtype = FMHA_DTYPE_BF16;
-    d.batch = 3;
-    d.num_q_heads = 8;
-    d.num_kv_heads = 2;
-    d.seqlen_q = 64;
-    d.seqlen_k = 300;
-    d.head_dim = 128;
-    fmha_strides_bshd(&d.q_strides, d.seqlen_q, d.num_q_heads, d.head_dim);
-    fmha_strides_bshd(&d.k_strides, d.seqlen_k, d.num_kv_heads, d.head_dim);
-    d.v_strides = d.k_strides;
-    d.o_strides = d.q_strides;
-    return d;
-}
+fmha_descriptor dense_desc() { return gqa_desc(3, 64, 300); }
 
 // Packed Q/O [total_q = 200, 8, 128] with cu_seqlens_q.
 fmha_descriptor varlen_q_desc() {
     fmha_descriptor d = dense_desc();
     d.flags |= FMHA_FLAG_VARLEN_Q;
     d.total_q = 200;
-    d.q_strides = {0, 8 * 128, 128, 1};
-    d.o_strides = d.q_strides;
+    d.q_strides = d.o_strides = {0, 8 * 128, 128, 1};
     return d;
 }
 
@@ -65,8 +49,7 @@ fmha_descriptor varlen_k_desc() {
     fmha_descriptor d = dense_desc();
     d.flags |= FMHA_FLAG_VARLEN_K;
     d.total_k = 700;
-    d.k_strides = {0, 2 * 128, 128, 1};
-    d.v_strides = d.k_strides;
+    d.k_strides = d.v_strides = {0, 2 * 128, 128, 1};
     return d;
 }
 
@@ -78,20 +61,8 @@ fmha_descriptor paged_desc() {
     d.page_size = 16;
     d.num_pages = 40;
     d.max_pages_per_seq = 19;
-    d.k_strides = {16 * 2 * 128, 2 * 128, 128, 1};
-    d.v_strides = d.k_strides;
+    d.k_strides = d.v_strides = {16 * 2 * 128, 2 * 128, 128, 1};
     return d;
-}
-
-
-
-
-bool embeds(int sm) {
-    std::vector<int32_t> v(size_t(fmha_embedded_archs(nullptr, 0)));
-    fmha_embedded_archs(v.data(), int32_t(v.size()));
-    for (int32_t a : v)
-        if (a == sm) return true;
-    return false;
 }
 
 }  // namespace
@@ -921,24 +892,15 @@ TEST_CASE("merge descriptor: every field's rule", "[cpu][validation][merge]") {
 namespace {
 
 ServingCase small_serving_case() {
-    ServingCase c;
-    c.dtype = FMHA_DTYPE_FP16;
-    c.num_q_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.varlen_q = true;
-    c.q_lens = {5, 0, 17, 1, 33};
-    c.keys = KeyLayout::PAGED;
-    c.page_size = 16;
-    c.k_lens = {40, 7, 100, 0, 90};  // keys the pages hold
-    c.seqused = {33, 7, 100, 0, 70};
-    c.extra_q_rows = 4;
-    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-    c.window_left = 20;
-    c.softcap = 15.0f;
-    c.sinks = true;
-    c.seed = 99;
-    return c;
+    return serving_case(FMHA_DTYPE_FP16, 64, 4, 2)
+        .varlen_q({5, 0, 17, 1, 33}, 4)
+        .paged(16, {40, 7, 100, 0, 90})  // keys the pages hold
+        .seqused({33, 7, 100, 0, 70})
+        .mask(FMHA_MASK_CAUSAL_BOTTOM_RIGHT)
+        .window(20)
+        .softcap(15.0f)
+        .sinks()
+        .seed(99);
 }
 
 size_t count_non_nan(const std::vector<uint16_t> &v, fmha_dtype dt) {
@@ -989,17 +951,13 @@ TEST_CASE("serving support: generator invariants", "[cpu][support][serving]") {
 
 TEST_CASE("serving support: references match reference_fp64/reference_lowp", "[cpu][support][serving]") {
     SECTION("a dense case, bitwise") {
-        ServingCase c;
-        c.dtype = FMHA_DTYPE_BF16;
-        c.num_q_heads = 4;
-        c.num_kv_heads = 1;
-        c.head_dim = 64;
-        c.q_lens = {23, 23};
-        c.k_lens = {51, 51};
-        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
-        c.window_left = 9;
-        c.sinks = true;
-        c.layout = Layout::SLICED;
+        const ServingCase c = serving_case(FMHA_DTYPE_BF16, 64, 4, 1)
+                                  .q({23, 23})
+                                  .k({51, 51})
+                                  .mask(FMHA_MASK_CAUSAL_TOP_LEFT)
+                                  .window(9)
+                                  .sinks()
+                                  .layout(Layout::SLICED);
         ServingHost host(c);
         RefProblem p;
         p.dtype = c.dtype;

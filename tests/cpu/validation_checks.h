@@ -13,6 +13,27 @@ namespace validation_checks {
 
 inline std::string status_name(fmha_status s) { return fmha_status_string(s); }
 
+// The suites' valid starting point: a bf16 GQA problem, 8 q heads over 2 kv
+// heads, head_dim 128, packed BSHD strides (O as Q, V as K).
+inline fmha_descriptor gqa_desc(int64_t batch, int64_t seqlen_q, int64_t seqlen_k) {
+    fmha_descriptor d;
+    REQUIRE(fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
+    d.dtype = FMHA_DTYPE_BF16;
+    d.batch = batch;
+    d.num_q_heads = 8;
+    d.num_kv_heads = 2;
+    d.seqlen_q = seqlen_q;
+    d.seqlen_k = seqlen_k;
+    d.head_dim = 128;
+    REQUIRE(fmha_strides_bshd(&d.q_strides, d.seqlen_q, d.num_q_heads, d.head_dim) ==
+            FMHA_STATUS_SUCCESS);
+    REQUIRE(fmha_strides_bshd(&d.k_strides, d.seqlen_k, d.num_kv_heads, d.head_dim) ==
+            FMHA_STATUS_SUCCESS);
+    d.v_strides = d.k_strides;
+    d.o_strides = d.q_strides;
+    return d;
+}
+
 // Checks the status of check_support and create_plan, the last-error status,
 // and that the message contains every needle.
 inline void expect_rejected(const fmha_descriptor &d, fmha_status expected,

@@ -14,6 +14,7 @@
 #include "fake_cuda.h"
 #include "fmha/fmha.h"
 #include "fmha_catch.h"
+#include "fmha_test/archs.h"
 #include "fmha_test/layout.h"
 
 using namespace fmha_test;
@@ -83,17 +84,6 @@ Fake &fresh_fake(int sm = 80) {
 int next_context_id() {
     static int id = 0;
     return ++id;
-}
-
-std::vector<int32_t> embedded_archs() {
-    std::vector<int32_t> v(size_t(fmha_embedded_archs(nullptr, 0)));
-    fmha_embedded_archs(v.data(), int32_t(v.size()));
-    return v;
-}
-bool embeds(int sm) {
-    for (int32_t a : embedded_archs())
-        if (a == sm) return true;
-    return false;
 }
 
 fmha_descriptor make_desc(fmha_dtype dt = FMHA_DTYPE_BF16, int64_t hd = 128,

@@ -1,12 +1,17 @@
 // Helpers shared by the GPU tests.
 #pragma once
+#include <cuda_runtime_api.h>
+
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "fmha/fmha.h"
 #include "fmha_catch.h"
+#include "fmha_test/buffers.h"
 #include "fmha_test/gpu.h"
+#include "fmha_test/half.h"
 #include "fmha_test/runner.h"
 
 namespace fmha_test {
@@ -46,6 +51,48 @@ inline std::string describe_plan(const fmha_plan *plan) {
                   i.threads_per_cta, i.shared_memory_bytes,
                   (unsigned long long)i.workspace_bytes);
     return buf;
+}
+
+// Waits for the device; fails the test on an asynchronous error.
+inline void sync_or_fail() {
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaSuccess) err = cudaGetLastError();
+    INFO(cudaGetErrorName(err) << ": " << cudaGetErrorString(err));
+    REQUIRE(err == cudaSuccess);
+}
+
+// Runs with `t` and expects `expected`, with `needle` in the message.
+inline void expect_run_error(const fmha_plan *plan, const fmha_tensors &t, void *ws,
+                             size_t ws_bytes, fmha_status expected, const std::string &needle) {
+    fmha_status st = fmha_run(plan, &t, ws, ws_bytes, nullptr);
+    const std::string msg = fmha_last_error_message();
+    INFO("fmha_run -> " << fmha_status_string(st) << ": \"" << msg << "\"; expected "
+                        << fmha_status_string(expected) << " naming " << needle);
+    CHECK(st == expected);
+    CHECK(msg.find(needle) != std::string::npos);
+}
+
+// True when O and LSE still hold the prefill everywhere: a rejected run wrote nothing.
+inline bool all_prefill(const Outputs &o) {
+    for (uint16_t x : o.o)
+        if (x != kOutputPrefill16) return false;
+    for (float f : o.lse) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        if (u != kOutputPrefill32) return false;
+    }
+    return true;
+}
+
+// `p` moved by `n` bytes (misaligned pointers for the alignment checks).
+inline const void *offset_bytes(const void *p, size_t n) { return static_cast<const char *>(p) + n; }
+inline void *offset_bytes(void *p, size_t n) { return static_cast<char *>(p) + n; }
+
+inline void check_guards(const DeviceBuffer &b, const std::string &name) {
+    std::string why;
+    const bool ok = b.guards_intact(&why);
+    INFO(name << ": " << why);
+    CHECK(ok);
 }
 
 }  // namespace fmha_test

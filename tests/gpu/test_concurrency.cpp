@@ -20,14 +20,7 @@ using namespace fmha_test;
 namespace {
 
 Case concurrency_case(uint64_t index) {
-    Case c;
-    c.dtype = FMHA_DTYPE_FP16;
-    c.batch = 2;
-    c.num_q_heads = 8;
-    c.num_kv_heads = 2;
-    c.seqlen_q = 300;
-    c.seqlen_k = 517;
-    c.head_dim = 128;
+    Case c = dense_case(FMHA_DTYPE_FP16, 128, 2, 8, 2, 300, 517);
     c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
     c.layout = Layout::BHSD;
     c.kernel = test_kernel_family();

@@ -28,13 +28,6 @@ using namespace fmha_test;
 
 namespace {
 
-void sync_or_fail() {
-    cudaError_t err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = cudaGetLastError();
-    INFO(cudaGetErrorName(err) << ": " << cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
-}
-
 PlanPtr make_merge_plan(const fmha_merge_descriptor &m) {
     fmha_plan *p = nullptr;
     fmha_status st = fmha_create_merge_plan(&p, &m);
@@ -45,11 +38,29 @@ PlanPtr make_merge_plan(const fmha_merge_descriptor &m) {
     return PlanPtr(p);
 }
 
-void check_guards(const DeviceBuffer &b, const std::string &name) {
-    std::string why;
-    const bool ok = b.guards_intact(&why);
-    INFO(name << ": " << why);
-    CHECK(ok);
+// The reference's input for [B, H, Sq] rows of D values, before the parts.
+MergeInput merge_input(fmha_dtype dt, int64_t B, int64_t Sq, int64_t H, int64_t D) {
+    MergeInput in;
+    in.dtype = dt;
+    in.batch = B;
+    in.seqlen_q = Sq;
+    in.num_heads = H;
+    in.head_dim = D;
+    return in;
+}
+
+// A merge descriptor (of `version`, LSE written) of the reference input's
+// dtype and shape; the strides and part count are the caller's.
+fmha_merge_descriptor merge_desc(uint32_t version, const MergeInput &in) {
+    fmha_merge_descriptor md;
+    REQUIRE(fmha_merge_descriptor_init(&md, version) == FMHA_STATUS_SUCCESS);
+    md.dtype = in.dtype;
+    md.batch = in.batch;
+    md.seqlen_q = in.seqlen_q;
+    md.num_heads = in.num_heads;
+    md.head_dim = in.head_dim;
+    md.flags = FMHA_FLAG_WRITE_LSE;
+    return md;
 }
 
 template <typename T>
@@ -140,6 +151,15 @@ std::string describe(const MergeCheck &m) {
     return std::string(buf) + (m.detail.empty() ? "" : "; " + m.detail);
 }
 
+// The checks every merge makes of its result (the caller's INFO describes it).
+void check_verdicts(const MergeCheck &m) {
+    CHECK(m.o_ok());
+    CHECK(m.lse_ok());
+    CHECK(m.all_written);
+    CHECK(m.gaps_untouched);
+    CHECK(m.empty_rows_ok);
+}
+
 // ---- merging parts that fmha_run computed ----------------------------------
 
 struct PartsCase {
@@ -199,12 +219,7 @@ void run_parts_case(const PartsCase &pc, uint64_t seed) {
     const TensorLayout pl = make_layout(pc.part_layout, B, Sq, H, D);
     const size_t num_parts = pc.cuts.size() - 1 + (pc.empty_at >= 0 ? 1 : 0);
     std::vector<Part> parts(num_parts);
-    MergeInput in;
-    in.dtype = c.dtype;
-    in.batch = B;
-    in.seqlen_q = Sq;
-    in.num_heads = H;
-    in.head_dim = D;
+    MergeInput in = merge_input(c.dtype, B, Sq, H, D);
     std::mt19937_64 rng(seed ^ 0x3E46E);
     size_t next_range = 0;
     for (size_t p = 0; p < num_parts; ++p) {
@@ -267,18 +282,11 @@ void run_parts_case(const PartsCase &pc, uint64_t seed) {
     const RefResult pipeline = merge_reference_lowp(in);
 
     // The merge.
-    fmha_merge_descriptor md;
-    REQUIRE(fmha_merge_descriptor_init(&md, FMHA_MERGE_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
-    md.dtype = c.dtype;
-    md.batch = B;
-    md.seqlen_q = Sq;
-    md.num_heads = H;
-    md.head_dim = D;
+    fmha_merge_descriptor md = merge_desc(FMHA_MERGE_DESCRIPTOR_VERSION, in);
     md.part_strides = pl.strides;
     const TensorLayout ol = pc.in_place ? pl : make_layout(pc.out_layout, B, Sq, H, D);
     md.o_strides = ol.strides;
     md.num_parts = int32_t(num_parts);
-    md.flags = FMHA_FLAG_WRITE_LSE;
     PlanPtr mplan = make_merge_plan(md);
     DeviceBuffer out_o, out_lse(lse_elems, 4, kGuard32);
     if (!pc.in_place) out_o = DeviceBuffer(ol.alloc_elems, 2, kGuard16);
@@ -314,11 +322,7 @@ void run_parts_case(const PartsCase &pc, uint64_t seed) {
                                       pipeline, pc.in_place ? &parts[0].host_o : nullptr);
     std::printf("merge: %s: %s\n", pc.name().c_str(), describe(m).c_str());
     INFO(describe(m));
-    CHECK(m.o_ok());
-    CHECK(m.lse_ok());
-    CHECK(m.all_written);
-    CHECK(m.gaps_untouched);
-    CHECK(m.empty_rows_ok);
+    check_verdicts(m);
     CHECK(m.empty_rows == 0);  // every row saw keys in some part
 
     // Against fmha_run over all keys.
@@ -381,14 +385,7 @@ std::vector<PartsCase> parts_cases() {
     std::vector<PartsCase> v;
     auto base = [](fmha_dtype dt, int64_t hd, int64_t b, int64_t hq, int64_t hkv, int64_t sq,
                    int64_t sk, Layout layout) {
-        Case c;
-        c.dtype = dt;
-        c.head_dim = hd;
-        c.batch = b;
-        c.num_q_heads = hq;
-        c.num_kv_heads = hkv;
-        c.seqlen_q = sq;
-        c.seqlen_k = sk;
+        Case c = dense_case(dt, hd, b, hq, hkv, sq, sk);
         c.layout = layout;
         return c;
     };
@@ -458,12 +455,7 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f), lse_dist(0.0f, 5.0f);
     std::uniform_real_distribution<float> garbage(-1000.0f, 1000.0f);
-    MergeInput in;
-    in.dtype = hp.dtype;
-    in.batch = B;
-    in.seqlen_q = Sq;
-    in.num_heads = H;
-    in.head_dim = D;
+    MergeInput in = merge_input(hp.dtype, B, Sq, H, D);
     std::vector<DeviceBuffer> po, plse;
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < hp.num_parts; ++p) {
@@ -498,17 +490,10 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
         in.o.push_back(std::move(lo));
         in.lse.push_back(std::move(ll));
     }
-    fmha_merge_descriptor md;
-    REQUIRE(fmha_merge_descriptor_init(&md, 1) == FMHA_STATUS_SUCCESS);
-    md.dtype = hp.dtype;
-    md.batch = B;
-    md.seqlen_q = Sq;
-    md.num_heads = H;
-    md.head_dim = D;
+    fmha_merge_descriptor md = merge_desc(1, in);
     md.part_strides = pl.strides;
     md.o_strides = ol.strides;
     md.num_parts = hp.num_parts;
-    md.flags = FMHA_FLAG_WRITE_LSE;
     PlanPtr plan = make_merge_plan(md);
     size_t ws = 1;
     if (fmha_plan_workspace_size(plan.get(), &ws) == FMHA_STATUS_SUCCESS)
@@ -534,11 +519,7 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
     std::printf("merge (host parts): %s hd%lld %d parts: %s\n", dtype_name(hp.dtype),
                 (long long)D, hp.num_parts, describe(m).c_str());
     INFO(describe(m));
-    CHECK(m.o_ok());
-    CHECK(m.lse_ok());
-    CHECK(m.all_written);
-    CHECK(m.gaps_untouched);
-    CHECK(m.empty_rows_ok);
+    check_verdicts(m);
     CHECK(m.empty_rows > 0);  // rows i % 7 == 3 exist in every case here
     check_guards(out, "o");
     check_guards(out_lse, "lse");
@@ -578,16 +559,9 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
     const int64_t B = 2, Sq = 5, H = 3, D = 64;
     const size_t rows = size_t(B * H * Sq);
     const TensorLayout l = make_layout(Layout::BSHD, B, Sq, H, D);
-    fmha_merge_descriptor md;
-    REQUIRE(fmha_merge_descriptor_init(&md, 1) == FMHA_STATUS_SUCCESS);
-    md.dtype = FMHA_DTYPE_BF16;
-    md.batch = B;
-    md.seqlen_q = Sq;
-    md.num_heads = H;
-    md.head_dim = D;
+    fmha_merge_descriptor md = merge_desc(1, merge_input(FMHA_DTYPE_BF16, B, Sq, H, D));
     md.part_strides = md.o_strides = l.strides;
     md.num_parts = 3;
-    md.flags = FMHA_FLAG_WRITE_LSE;
     PlanPtr plan = make_merge_plan(md);
     std::vector<DeviceBuffer> po, plse;
     std::vector<float> zeros(rows, 0.0f);
@@ -659,13 +633,7 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
         CHECK(std::string(fmha_last_error_message()).find("merge") != std::string::npos);
     }
     {
-        Case c;
-        c.batch = B;
-        c.seqlen_q = Sq;
-        c.seqlen_k = 40;
-        c.num_q_heads = H;
-        c.num_kv_heads = H;
-        c.head_dim = D;
+        Case c = dense_case(FMHA_DTYPE_BF16, D, B, H, H, Sq, 40);
         c.seed = case_seed(base_seed(), 27200);
         CaseData data(c);
         PlanPtr attn = make_plan(data.descriptor());
@@ -718,15 +686,7 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
 TEST_CASE("merge sanitizer subset", "[gpu][serving-sanitize]") {
     FMHA_REQUIRE_GPU();
     PartsCase p;
-    Case c;
-    c.dtype = FMHA_DTYPE_FP16;
-    c.head_dim = 64;
-    c.batch = 2;
-    c.num_q_heads = 4;
-    c.num_kv_heads = 2;
-    c.seqlen_q = 9;
-    c.seqlen_k = 150;
-    p.full = c;
+    p.full = dense_case(FMHA_DTYPE_FP16, 64, 2, 4, 2, 9, 150);
     p.cuts = {0, 70, 150};
     p.empty_at = 1;
     p.part_layout = Layout::SLICED;

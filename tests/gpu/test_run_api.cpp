@@ -18,51 +18,12 @@ using namespace fmha_test;
 namespace {
 
 Case small_case(uint64_t index, bool lse = true) {
-    Case c;
-    c.dtype = FMHA_DTYPE_BF16;
-    c.batch = 2;
-    c.num_q_heads = 4;
-    c.num_kv_heads = 2;
-    c.seqlen_q = 100;
-    c.seqlen_k = 130;
-    c.head_dim = 128;
+    Case c = dense_case(FMHA_DTYPE_BF16, 128, 2, 4, 2, 100, 130);
     c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
     c.write_lse = lse;
     c.kernel = test_kernel_family();
     c.seed = case_seed(base_seed(), 9000 + index);
     return c;
-}
-
-const void *offset_bytes(const void *p, size_t n) { return static_cast<const char *>(p) + n; }
-void *offset_bytes(void *p, size_t n) { return static_cast<char *>(p) + n; }
-
-// Runs with `t` and expects `expected`, with `needle` in the message.
-void expect_run_error(const fmha_plan *plan, const fmha_tensors &t, void *ws, size_t ws_bytes,
-                      fmha_status expected, const char *needle) {
-    fmha_status st = fmha_run(plan, &t, ws, ws_bytes, nullptr);
-    const std::string msg = fmha_last_error_message();
-    INFO("fmha_run -> " << fmha_status_string(st) << ": \"" << msg << "\"; expected "
-                        << fmha_status_string(expected) << " naming " << needle);
-    CHECK(st == expected);
-    CHECK(msg.find(needle) != std::string::npos);
-}
-
-bool all_prefill(const Outputs &o) {
-    for (uint16_t x : o.o)
-        if (x != kOutputPrefill16) return false;
-    for (float f : o.lse) {
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        if (u != kOutputPrefill32) return false;
-    }
-    return true;
-}
-
-void sync_or_fail() {
-    cudaError_t err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = cudaGetLastError();
-    INFO(cudaGetErrorName(err) << ": " << cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
 }
 
 }  // namespace

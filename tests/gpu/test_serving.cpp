@@ -465,43 +465,6 @@ TEST_CASE("decode: windows, softcap and sinks, with split-KV and paged KV",
 
 namespace {
 
-void sync_or_fail() {
-    cudaError_t err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = cudaGetLastError();
-    INFO(cudaGetErrorName(err) << ": " << cudaGetErrorString(err));
-    REQUIRE(err == cudaSuccess);
-}
-
-bool all_prefill(const Outputs &o) {
-    for (uint16_t x : o.o)
-        if (x != kOutputPrefill16) return false;
-    for (float f : o.lse) {
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        if (u != kOutputPrefill32) return false;
-    }
-    return true;
-}
-
-void expect_run_error(const fmha_plan *plan, const fmha_tensors &t, void *ws, size_t ws_bytes,
-                      fmha_status expected, const std::string &needle) {
-    fmha_status st = fmha_run(plan, &t, ws, ws_bytes, nullptr);
-    const std::string msg = fmha_last_error_message();
-    INFO("fmha_run -> " << fmha_status_string(st) << ": \"" << msg << "\"; expected "
-                        << fmha_status_string(expected) << " naming " << needle);
-    CHECK(st == expected);
-    CHECK(msg.find(needle) != std::string::npos);
-}
-
-const void *offset_bytes(const void *p, size_t n) { return static_cast<const char *>(p) + n; }
-
-void check_guards(const DeviceBuffer &b, const char *name) {
-    std::string why;
-    const bool ok = b.guards_intact(&why);
-    INFO(name << ": " << why);
-    CHECK(ok);
-}
-
 void check_guards(const ServingData &d) {
     std::string why;
     const bool ok = d.guards_intact(&why);
@@ -514,21 +477,14 @@ void check_guards(const ServingData &d) {
 TEST_CASE("fmha_run checks the version-3 tensors and the split-KV workspace",
           "[gpu][serving][api]") {
     FMHA_SERVING_PROLOGUE();
-    ServingCase c;
-    c.dtype = FMHA_DTYPE_BF16;
-    c.head_dim = 128;
-    c.num_q_heads = 8;
-    c.num_kv_heads = 2;
-    c.varlen_q = true;
-    c.q_lens = {3, 1, 4};
-    c.keys = KeyLayout::PAGED;
-    c.cu_seqlens_k = true;
-    c.page_size = 16;
-    c.k_lens = {700, 64, 1000};
-    c.seqused = {700, 60, 999};
-    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-    c.num_splits = 4;
-    c.seed = case_seed(base_seed(), 25000);
+    const ServingCase c = serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                              .varlen_q({3, 1, 4})
+                              .paged(16, {700, 64, 1000})
+                              .with_cu_seqlens_k()
+                              .seqused({700, 60, 999})
+                              .mask(FMHA_MASK_CAUSAL_BOTTOM_RIGHT)
+                              .splits(4)
+                              .seed(case_seed(base_seed(), 25000));
     ServingData data(c);
     PlanPtr plan = make_plan(data.descriptor(FMHA_KERNEL_DECODE, 4));
     std::printf("serving api: %s\n", describe_plan(plan.get()).c_str());
@@ -607,15 +563,11 @@ TEST_CASE("fmha_run checks the version-3 tensors and the split-KV workspace",
 
 TEST_CASE("a split-KV plan with a workspace per stream, run concurrently", "[gpu][serving][api]") {
     FMHA_SERVING_PROLOGUE();
-    ServingCase c;
-    c.dtype = FMHA_DTYPE_FP16;
-    c.head_dim = 128;
-    c.num_q_heads = 16;
-    c.num_kv_heads = 2;
-    c.q_lens = {1, 1, 1, 1};
-    c.k_lens.assign(4, 2048);
-    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-    c.seed = case_seed(base_seed(), 25001);
+    ServingCase c = serving_case(FMHA_DTYPE_FP16, 128, 16, 2)
+                        .q({1, 1, 1, 1})
+                        .k({2048, 2048, 2048, 2048})
+                        .mask(FMHA_MASK_CAUSAL_BOTTOM_RIGHT)
+                        .seed(case_seed(base_seed(), 25001));
     // Two data sets (different inputs) through one plan on two streams.
     ServingData a(c);
     c.seed = case_seed(base_seed(), 25002);

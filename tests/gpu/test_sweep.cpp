@@ -47,15 +47,8 @@ std::vector<Case> sweep_cases(fmha_kernel_family kernel) {
                 for (int64_t hkv : kKvHeads) {
                     int li = 0;
                     for (const Lengths &len : kLengths) {
-                        Case c;
-                        c.dtype = dt;
-                        c.head_dim = hd;
+                        Case c = dense_case(dt, hd, 2, 8, hkv, len.q, len.k);
                         c.mask = mask;
-                        c.num_q_heads = 8;
-                        c.num_kv_heads = hkv;
-                        c.seqlen_q = len.q;
-                        c.seqlen_k = len.k;
-                        c.batch = 2;
                         c.layout = kLayouts[(combo + li) % 3];
                         c.write_lse = (combo + li) % 7 != 3;
                         if ((combo + 2 * li) % 5 == 0) c.softmax_scale = 0.3f;
@@ -85,15 +78,8 @@ std::vector<Case> sweep_cases(fmha_kernel_family kernel) {
         {FMHA_DTYPE_BF16, 128, FMHA_MASK_CAUSAL_TOP_LEFT, 8, Layout::BSHD, 4799, 4799},
     };
     for (const Big &b : big) {
-        Case c;
-        c.dtype = b.dt;
-        c.head_dim = b.hd;
+        Case c = dense_case(b.dt, b.hd, 1, 8, b.hkv, b.sq, b.sk);
         c.mask = b.mask;
-        c.num_q_heads = 8;
-        c.num_kv_heads = b.hkv;
-        c.seqlen_q = b.sq;
-        c.seqlen_k = b.sk;
-        c.batch = 1;
         c.layout = b.layout;
         c.kernel = kernel;
         cases.push_back(c);
@@ -192,15 +178,8 @@ TEST_CASE("fully masked rows give O = 0 and LSE = -inf", "[gpu][masked]") {
     for (fmha_dtype dt : kDtypes)
         for (int64_t hd : kHeadDims)
             for (const Lengths &len : lens) {
-                Case c;
-                c.dtype = dt;
-                c.head_dim = hd;
+                Case c = dense_case(dt, hd, 2, 4, 2, len.q, len.k);
                 c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;  // sq > sk: the first sq - sk rows see nothing
-                c.num_q_heads = 4;
-                c.num_kv_heads = 2;
-                c.batch = 2;
-                c.seqlen_q = len.q;
-                c.seqlen_k = len.k;
                 c.layout = kLayouts[i % 3];
                 c.kernel = test_kernel_family();
                 c.seed = case_seed(base_seed(), i++);
@@ -221,15 +200,8 @@ TEST_CASE("broadcast K/V inputs (batch stride 0)", "[gpu][broadcast]") {
     uint64_t i = 3000;
     for (fmha_dtype dt : kDtypes)
         for (fmha_mask mask : kMasks) {
-            Case c;
-            c.dtype = dt;
-            c.head_dim = dt == FMHA_DTYPE_BF16 ? 128 : 64;
+            Case c = dense_case(dt, dt == FMHA_DTYPE_BF16 ? 128 : 64, 3, 8, 2, 200, 333);
             c.mask = mask;
-            c.num_q_heads = 8;
-            c.num_kv_heads = 2;
-            c.batch = 3;
-            c.seqlen_q = 200;
-            c.seqlen_k = 333;
             c.broadcast_kv = true;
             c.kernel = kernel;
             c.seed = case_seed(base_seed(), i++);
@@ -272,19 +244,12 @@ std::vector<Case> feature_cases(fmha_kernel_family kernel) {
     for (const Feature &f : features)
         for (const Lengths &len : lens)
             for (int64_t hd : head_dims) {
-                Case c;
-                c.dtype = kDtypes[i % 2];
-                c.head_dim = hd;
+                Case c = dense_case(kDtypes[i % 2], hd, 2, 8, (i % 3 == 0) ? 8 : 2, len.q, len.k);
                 c.mask = f.mask;
                 c.window_left = f.left;
                 c.window_right = f.right;
                 c.softcap = f.softcap;
                 c.sinks = f.sinks;
-                c.num_q_heads = 8;
-                c.num_kv_heads = (i % 3 == 0) ? 8 : 2;
-                c.batch = 2;
-                c.seqlen_q = len.q;
-                c.seqlen_k = len.k;
                 c.layout = kLayouts[i % 3];
                 c.kernel = kernel;
                 c.seed = case_seed(base_seed(), i++);
@@ -312,16 +277,10 @@ TEST_CASE("sanitizer subset", "[gpu][sanitize]") {
     for (fmha_dtype dt : kDtypes)
         for (int64_t hd : kHeadDims)
             for (fmha_mask mask : kMasks) {
-                Case c;
-                c.dtype = dt;
-                c.head_dim = hd;
-                c.mask = mask;
-                c.num_q_heads = 4;
-                c.num_kv_heads = 2;
-                c.batch = 2;
                 // bottom-right with sq > sk also covers fully masked rows
-                c.seqlen_q = mask == FMHA_MASK_CAUSAL_BOTTOM_RIGHT ? 150 : 77;
-                c.seqlen_k = mask == FMHA_MASK_CAUSAL_BOTTOM_RIGHT ? 70 : 141;
+                const bool br = mask == FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+                Case c = dense_case(dt, hd, 2, 4, 2, br ? 150 : 77, br ? 70 : 141);
+                c.mask = mask;
                 c.layout = kLayouts[i % 3];
                 c.kernel = test_kernel_family();
                 c.seed = case_seed(base_seed(), i++);

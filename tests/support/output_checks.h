@@ -4,13 +4,25 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <ostream>
 #include <string>
 
 #include "fmha_test/half.h"
 #include "fmha_test/runner.h"
 
 namespace fmha_test {
+
+// "(n0=v0, n1=v1, n2=v2, d=d)" naming an element in a detail line; d < 0
+// leaves the d out (an LSE entry).
+inline std::string element_name(const char *n0, int64_t v0, const char *n1, int64_t v1,
+                                const char *n2, int64_t v2, int64_t d) {
+    std::string s = std::string("(") + n0 + "=" + std::to_string(v0) + ", " + n1 + "=" +
+                    std::to_string(v1) + ", " + n2 + "=" + std::to_string(v2);
+    if (d >= 0) s += ", d=" + std::to_string(d);
+    return s + ")";
+}
 
 // The first defect found names the comparison's detail line.
 inline void note(std::string &detail, const std::string &what) {
@@ -96,6 +108,29 @@ inline void judge_lse(Comparison &cmp, bool all_within_tol) {
                       cmp.lse_err, cmp.lse_lowp_err);
         note(cmp.detail, buf);
     }
+}
+
+// ---- the summary line ----
+
+// A run that did not complete: appends " | STATUS: error" and returns true.
+inline bool append_run_failure(std::ostream &s, fmha_status status, const std::string &error) {
+    if (status == FMHA_STATUS_SUCCESS && error.empty()) return false;
+    s << " | ";
+    if (status != FMHA_STATUS_SUCCESS) s << fmha_status_string(status) << ": ";
+    s << error;
+    return true;
+}
+
+// The defects of a completed run, " | what" each, then the comparison's
+// detail; `outside` and `no_key_rows` word the two the runners name apart.
+inline void append_defects(std::ostream &s, bool guards_ok, bool rerun_identical,
+                           const Comparison &cmp, const char *outside, const char *no_key_rows) {
+    if (!guards_ok) s << " | guards overwritten";
+    if (!rerun_identical) s << " | rerun differs";
+    if (!cmp.all_written) s << " | unwritten/NaN output";
+    if (!cmp.gaps_untouched) s << " | " << outside;
+    if (!cmp.masked_rows_ok) s << " | " << no_key_rows;
+    if (!cmp.detail.empty()) s << " | " << cmp.detail;
 }
 
 }  // namespace fmha_test

@@ -6,6 +6,7 @@
 #include <limits>
 #include <thread>
 
+#include "reference_math.h"
 #include "fmha_test/half.h"
 
 namespace fmha_test {
@@ -66,22 +67,6 @@ std::vector<T> gather(const uint16_t *base, const fmha_strides &s, int64_t b, in
     return out;
 }
 
-// Dot product with four independent partial sums (head dims are multiples
-// of 8), so the loop is not bound by the latency of one long add chain.
-template <typename T>
-T dot(const T *a, const T *b, int64_t n) {
-    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t d = 0;
-    for (; d + 4 <= n; d += 4) {
-        s0 += a[d] * b[d];
-        s1 += a[d + 1] * b[d + 1];
-        s2 += a[d + 2] * b[d + 2];
-        s3 += a[d + 3] * b[d + 3];
-    }
-    for (; d < n; ++d) s0 += a[d] * b[d];
-    return (s0 + s1) + (s2 + s3);
-}
-
 RefResult allocate(const RefProblem &p) {
     RefResult r;
     r.o.assign(size_t(p.batch * p.num_q_heads * p.seqlen_q * p.head_dim), 0.0);
@@ -89,96 +74,61 @@ RefResult allocate(const RefProblem &p) {
     return r;
 }
 
-}  // namespace
-
-RefResult reference_fp64(const RefProblem &p, const uint16_t *q, const uint16_t *k,
-                         const uint16_t *v, int threads) {
+// The loop both references share: every (batch, head) and query row, the
+// rows that see no key answered here, the others by attend(Q row, K, V,
+// first, last, has_sink, sink, scores, acc, O row), which returns the LSE.
+template <typename T, typename Attend>
+RefResult reference(const RefProblem &p, const uint16_t *q, const uint16_t *k,
+                    const uint16_t *v, int threads, Attend attend) {
     RefResult r = allocate(p);
     const int64_t D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
     const int64_t group = p.num_q_heads / p.num_kv_heads;
     for_each_head(p, threads, [&](int64_t b, int64_t h) {
         const int64_t hk = h / group;
-        std::vector<double> Q = gather<double>(q, p.q, b, h, Sq, D, p.dtype);
-        std::vector<double> K = gather<double>(k, p.k, b, hk, Sk, D, p.dtype);
-        std::vector<double> V = gather<double>(v, p.v, b, hk, Sk, D, p.dtype);
-        std::vector<double> s(static_cast<size_t>(Sk)), acc(static_cast<size_t>(D));
+        std::vector<T> Q = gather<T>(q, p.q, b, h, Sq, D, p.dtype);
+        std::vector<T> K = gather<T>(k, p.k, b, hk, Sk, D, p.dtype);
+        std::vector<T> V = gather<T>(v, p.v, b, hk, Sk, D, p.dtype);
+        std::vector<T> s(static_cast<size_t>(Sk)), acc(static_cast<size_t>(D));
         for (int64_t i = 0; i < Sq; ++i) {
             double *o = &r.o[size_t(((b * p.num_q_heads + h) * Sq + i) * D)];
             double &lse = r.lse[size_t((b * p.num_q_heads + h) * Sq + i)];
             const int64_t first = p.first_visible_key(i), last = p.last_visible_key(i);
             const bool has_sink = !p.sinks.empty();
-            const double sink = has_sink ? p.sinks[size_t(h)] : 0.0;
+            const T sink = has_sink ? T(p.sinks[size_t(h)]) : T(0);
             if (last < first) {  // sees no key: O = 0 (already), LSE = -inf or the sink
-                lse = has_sink ? sink : -std::numeric_limits<double>::infinity();
+                lse = has_sink ? double(sink) : -std::numeric_limits<double>::infinity();
                 continue;
             }
-            double m = has_sink ? sink : -std::numeric_limits<double>::infinity();
-            const double *qi = &Q[size_t(i * D)];
-            for (int64_t j = first; j <= last; ++j) {
-                s[size_t(j)] = p.score(dot(qi, &K[size_t(j * D)], D));
-                m = std::max(m, s[size_t(j)]);
-            }
-            std::fill(acc.begin(), acc.end(), 0.0);
-            double l = has_sink ? std::exp(sink - m) : 0.0;
-            for (int64_t j = first; j <= last; ++j) {
-                const double pj = std::exp(s[size_t(j)] - m);
-                l += pj;
-                const double *vj = &V[size_t(j * D)];
-                for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += pj * vj[d];
-            }
-            for (int64_t d = 0; d < D; ++d) o[d] = acc[size_t(d)] / l;
-            lse = m + std::log(l);
+            lse = attend(&Q[size_t(i * D)], K.data(), V.data(), first, last, has_sink, sink,
+                         s.data(), acc.data(), o);
         }
     });
     return r;
 }
 
+}  // namespace
+
+RefResult reference_fp64(const RefProblem &p, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, int threads) {
+    return reference<double>(p, q, k, v, threads,
+                             [&](const double *qi, const double *K, const double *V, int64_t first,
+                                 int64_t last, bool has_sink, double sink, double *s, double *acc,
+                                 double *o) {
+                                 return attend_row_fp64(p, qi, K, V, p.head_dim, first, last,
+                                                        has_sink, sink, s, acc, o);
+                             });
+}
+
 RefResult reference_lowp(const RefProblem &p, const uint16_t *q, const uint16_t *k,
                          const uint16_t *v, int threads) {
-    RefResult r = allocate(p);
-    const int64_t D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
-    const int64_t group = p.num_q_heads / p.num_kv_heads;
     const float scale = float(p.scale());
-    for_each_head(p, threads, [&](int64_t b, int64_t h) {
-        const int64_t hk = h / group;
-        std::vector<float> Q = gather<float>(q, p.q, b, h, Sq, D, p.dtype);
-        std::vector<float> K = gather<float>(k, p.k, b, hk, Sk, D, p.dtype);
-        std::vector<float> V = gather<float>(v, p.v, b, hk, Sk, D, p.dtype);
-        std::vector<float> s(static_cast<size_t>(Sk)), acc(static_cast<size_t>(D));
-        for (int64_t i = 0; i < Sq; ++i) {
-            double *o = &r.o[size_t(((b * p.num_q_heads + h) * Sq + i) * D)];
-            double &lse = r.lse[size_t((b * p.num_q_heads + h) * Sq + i)];
-            const int64_t first = p.first_visible_key(i), last = p.last_visible_key(i);
-            const bool has_sink = !p.sinks.empty();
-            const float sink = has_sink ? float(p.sinks[size_t(h)]) : 0.0f;
-            if (last < first) {
-                lse = has_sink ? double(sink) : -std::numeric_limits<double>::infinity();
-                continue;
-            }
-            float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
-            const float *qi = &Q[size_t(i * D)];
-            for (int64_t j = first; j <= last; ++j) {
-                float sj = dot(qi, &K[size_t(j * D)], D) * scale;
-                if (p.softcap > 0) sj = float(p.softcap) * std::tanh(sj / float(p.softcap));
-                s[size_t(j)] = sj;
-                m = std::max(m, sj);
-            }
-            // P = exp(s - max) in float, summed unrounded for the denominator,
-            // rounded to the dtype for P.V (as a kernel feeding tensor cores does).
-            float l = has_sink ? std::exp(sink - m) : 0.0f;
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int64_t j = first; j <= last; ++j) {
-                const float pj = std::exp(s[size_t(j)] - m);
-                l += pj;
-                const float pr = round_to_lowp(pj, p.dtype);
-                const float *vj = &V[size_t(j * D)];
-                for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += pr * vj[d];
-            }
-            for (int64_t d = 0; d < D; ++d) o[d] = round_to_lowp(acc[size_t(d)] / l, p.dtype);
-            lse = double(m + std::log(l));
-        }
-    });
-    return r;
+    return reference<float>(p, q, k, v, threads,
+                            [&](const float *qi, const float *K, const float *V, int64_t first,
+                                int64_t last, bool has_sink, float sink, float *s, float *acc,
+                                double *o) {
+                                return attend_row_lowp(p, qi, K, V, p.head_dim, first, last,
+                                                       has_sink, sink, scale, s, acc, o);
+                            });
 }
 
 }  // namespace fmha_test

@@ -1,6 +1,6 @@
 // One run of a plan for the dense and the serving runners (private to
-// tests/support): the plan's owner, and a run on the default stream that
-// waits and copies the outputs back.
+// tests/support): the plan's owner, the plan calls before a run, and a run
+// on the default stream that waits and copies the outputs back.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -15,6 +15,22 @@ struct PlanHolder {
     fmha_plan *plan = nullptr;
     ~PlanHolder() { fmha_destroy_plan(plan); }
 };
+
+// fmha_create_plan into ph: returns "" or what failed, *status its status.
+inline std::string create_plan(PlanHolder &ph, const fmha_descriptor &desc, fmha_status *status) {
+    *status = fmha_create_plan(&ph.plan, &desc);
+    if (*status != FMHA_STATUS_SUCCESS)
+        return std::string("fmha_create_plan: ") + fmha_last_error_message();
+    return "";
+}
+
+// fmha_plan_workspace_size into *bytes: returns "" or what failed, *status its status.
+inline std::string workspace_size(const fmha_plan *plan, size_t *bytes, fmha_status *status) {
+    *status = fmha_plan_workspace_size(plan, bytes);
+    if (*status != FMHA_STATUS_SUCCESS)
+        return std::string("fmha_plan_workspace_size: ") + fmha_last_error_message();
+    return "";
+}
 
 // Runs once on the default stream and waits; returns "" or what went wrong.
 // Data: CaseData or ServingData (prefill_outputs, tensors, download).

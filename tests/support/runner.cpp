@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "device_inputs.h"
 #include "output_checks.h"
 #include "run_once.h"
 #include "fmha_test/half.h"
@@ -55,6 +56,19 @@ std::string Case::name() const {
     return buf;
 }
 
+Case dense_case(fmha_dtype dtype, int64_t head_dim, int64_t batch, int64_t num_q_heads,
+                int64_t num_kv_heads, int64_t seqlen_q, int64_t seqlen_k) {
+    Case c;
+    c.dtype = dtype;
+    c.head_dim = head_dim;
+    c.batch = batch;
+    c.num_q_heads = num_q_heads;
+    c.num_kv_heads = num_kv_heads;
+    c.seqlen_q = seqlen_q;
+    c.seqlen_k = seqlen_k;
+    return c;
+}
+
 bool Outputs::operator==(const Outputs &other) const {
     return o.size() == other.o.size() && lse.size() == other.lse.size() &&
            std::memcmp(o.data(), other.o.data(), o.size() * sizeof(uint16_t)) == 0 &&
@@ -87,18 +101,7 @@ size_t HostCase::lse_elems() const {
 }
 
 CaseData::CaseData(const Case &c) : HostCase(c) {
-    q = DeviceBuffer(q_layout.alloc_elems, 2, kGuard16);
-    k = DeviceBuffer(k_layout.alloc_elems, 2, kGuard16);
-    v = DeviceBuffer(v_layout.alloc_elems, 2, kGuard16);
-    o = DeviceBuffer(o_layout.alloc_elems, 2, kGuard16);
-    q.upload(host_q().data());
-    k.upload(host_k().data());
-    v.upload(host_v().data());
-    if (c.write_lse) lse = DeviceBuffer(lse_elems(), 4, kGuard32);
-    if (c.sinks) {
-        sinks = DeviceBuffer(host_sinks().size(), 4, kGuard32);
-        sinks.upload(host_sinks().data());
-    }
+    allocate_attention_buffers(*this, v_layout.alloc_elems);
     prefill_outputs();
 }
 
@@ -128,18 +131,7 @@ fmha_descriptor HostCase::descriptor() const {
     return d;
 }
 
-fmha_tensors CaseData::tensors() const {
-    fmha_tensors t;
-    if (fmha_tensors_init(&t, FMHA_TENSORS_VERSION) != FMHA_STATUS_SUCCESS)
-        throw std::runtime_error(std::string("fmha_tensors_init: ") + fmha_last_error_message());
-    t.q = static_cast<const uint16_t *>(q.data()) + q_layout.offset;
-    t.k = static_cast<const uint16_t *>(k.data()) + k_layout.offset;
-    t.v = static_cast<const uint16_t *>(v.data()) + v_layout.offset;
-    t.o = static_cast<uint16_t *>(o.data()) + o_layout.offset;
-    t.lse = config().write_lse ? static_cast<float *>(lse.data()) : nullptr;
-    t.sinks = config().sinks ? static_cast<const float *>(sinks.data()) : nullptr;
-    return t;
-}
+fmha_tensors CaseData::tensors() const { return attention_tensors(*this, v_layout.offset); }
 
 void CaseData::prefill_outputs() {
     o.fill(kOutputPrefill16);
@@ -209,10 +201,7 @@ const RefResult &HostCase::ref_lowp() {
 namespace {
 
 std::string where(int64_t b, int64_t h, int64_t i, int64_t d = -1) {
-    std::string s = "(b=" + std::to_string(b) + ", h=" + std::to_string(h) +
-                    ", row=" + std::to_string(i);
-    if (d >= 0) s += ", d=" + std::to_string(d);
-    return s + ")";
+    return element_name("b", b, "h", h, "row", i, d);
 }
 
 }  // namespace
@@ -305,22 +294,13 @@ bool CaseResult::passed() const {
 std::string CaseResult::summary(const Case &c) const {
     std::ostringstream s;
     s << (passed() ? "ok   " : "FAIL ") << c.name();
-    if (status != FMHA_STATUS_SUCCESS || !error.empty()) {
-        s << " | ";
-        if (status != FMHA_STATUS_SUCCESS) s << fmha_status_string(status) << ": ";
-        s << error;
-        return s.str();
-    }
+    if (append_run_failure(s, status, error)) return s.str();
     char buf[200];
     std::snprintf(buf, sizeof buf, " | kernel %s err %.3g lowp %.3g ratio %.2f lse_err %.3g",
                   kernel_name.c_str(), cmp.max_err, cmp.lowp_err, cmp.ratio, cmp.lse_err);
     s << buf;
-    if (!guards_ok) s << " | guards overwritten";
-    if (!bitwise_identical_rerun) s << " | rerun differs";
-    if (!cmp.all_written) s << " | unwritten/NaN output";
-    if (!cmp.gaps_untouched) s << " | wrote outside the view";
-    if (!cmp.masked_rows_ok) s << " | masked rows wrong";
-    if (!cmp.detail.empty()) s << " | " << cmp.detail;
+    append_defects(s, guards_ok, bitwise_identical_rerun, cmp, "wrote outside the view",
+                   "masked rows wrong");
     return s.str();
 }
 
@@ -331,11 +311,8 @@ CaseResult run_case(const Case &c) {
         CaseData data(c);
         fmha_descriptor desc = data.descriptor();
         PlanHolder ph;
-        r.status = fmha_create_plan(&ph.plan, &desc);
-        if (r.status != FMHA_STATUS_SUCCESS) {
-            r.error = std::string("fmha_create_plan: ") + fmha_last_error_message();
-            return r;
-        }
+        r.error = create_plan(ph, desc, &r.status);
+        if (!r.error.empty()) return r;
         fmha_plan_info info;
         fmha_plan_info_init(&info, FMHA_PLAN_INFO_VERSION);
         if (fmha_plan_get_info(ph.plan, &info) == FMHA_STATUS_SUCCESS) {
@@ -343,11 +320,8 @@ CaseResult run_case(const Case &c) {
             r.kernel_family = info.kernel_family;
         }
         size_t ws_bytes = 0;
-        r.status = fmha_plan_workspace_size(ph.plan, &ws_bytes);
-        if (r.status != FMHA_STATUS_SUCCESS) {
-            r.error = std::string("fmha_plan_workspace_size: ") + fmha_last_error_message();
-            return r;
-        }
+        r.error = workspace_size(ph.plan, &ws_bytes, &r.status);
+        if (!r.error.empty()) return r;
         r.workspace_bytes = ws_bytes;
         // Workspace starts as NaN garbage: a kernel must not rely on its contents.
         DeviceBuffer ws;

@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "device_inputs.h"
+#include "reference_math.h"
 #include "output_checks.h"
 #include "run_once.h"
 #include "fmha_test/half.h"
@@ -340,21 +342,6 @@ fmha_descriptor ServingHost::descriptor(fmha_kernel_family kernel, int32_t num_s
 
 namespace {
 
-// As in reference.cpp: four partial sums, so the result is the same.
-template <typename T>
-T dot(const T *a, const T *b, int64_t n) {
-    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t d = 0;
-    for (; d + 4 <= n; d += 4) {
-        s0 += a[d] * b[d];
-        s1 += a[d + 1] * b[d + 1];
-        s2 += a[d + 2] * b[d + 2];
-        s3 += a[d + 3] * b[d + 3];
-    }
-    for (; d < n; ++d) s0 += a[d] * b[d];
-    return (s0 + s1) + (s2 + s3);
-}
-
 template <typename Fn>
 void parallel_for(int64_t jobs, Fn fn) {
     int threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -443,47 +430,12 @@ void ServingHost::compute_references() {
                 lselp = lse64;
                 continue;
             }
-            // float64 (reference_fp64's arithmetic).
-            {
-                const double sink = has_sink ? double(sinks_[size_t(h)]) : 0.0;
-                double m = has_sink ? sink : ninf;
-                for (int64_t j = first; j <= last; ++j) {
-                    s[size_t(j)] = p.score(dot(qd.data(), Kd + j * D, D));
-                    m = std::max(m, s[size_t(j)]);
-                }
-                std::fill(acc.begin(), acc.end(), 0.0);
-                double l = has_sink ? std::exp(sink - m) : 0.0;
-                for (int64_t j = first; j <= last; ++j) {
-                    const double pj = std::exp(s[size_t(j)] - m);
-                    l += pj;
-                    const double *vj = Vd + j * D;
-                    for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += pj * vj[d];
-                }
-                for (int64_t d = 0; d < D; ++d) o64[d] = acc[size_t(d)] / l;
-                lse64 = m + std::log(l);
-            }
-            // Same precision (reference_lowp's arithmetic).
-            {
-                const float sink = has_sink ? sinks_[size_t(h)] : 0.0f;
-                float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
-                for (int64_t j = first; j <= last; ++j) {
-                    float sj = dot(qf.data(), Kl + j * D, D) * scale;
-                    if (p.softcap > 0) sj = float(p.softcap) * std::tanh(sj / float(p.softcap));
-                    sf[size_t(j)] = sj;
-                    m = std::max(m, sj);
-                }
-                float l = has_sink ? std::exp(sink - m) : 0.0f;
-                std::fill(accf.begin(), accf.end(), 0.0f);
-                for (int64_t j = first; j <= last; ++j) {
-                    const float pj = std::exp(sf[size_t(j)] - m);
-                    l += pj;
-                    const float pr = round_to_lowp(pj, c.dtype);
-                    const float *vj = Vl + j * D;
-                    for (int64_t d = 0; d < D; ++d) accf[size_t(d)] += pr * vj[d];
-                }
-                for (int64_t d = 0; d < D; ++d) olp[d] = round_to_lowp(accf[size_t(d)] / l, c.dtype);
-                lselp = double(m + std::log(l));
-            }
+            // The arithmetic of reference_fp64 and reference_lowp.
+            const float sink = has_sink ? sinks_[size_t(h)] : 0.0f;
+            lse64 = attend_row_fp64(p, qd.data(), Kd, Vd, D, first, last, has_sink, double(sink),
+                                    s.data(), acc.data(), o64);
+            lselp = attend_row_lowp(p, qf.data(), Kl, Vl, D, first, last, has_sink, sink, scale,
+                                    sf.data(), accf.data(), olp);
         }
     });
     ref64_ = std::move(r64);
@@ -503,10 +455,7 @@ const ServingRef &ServingHost::ref_lowp() {
 namespace {
 
 std::string where(int64_t b, int64_t i, int64_t h, int64_t d = -1) {
-    std::string s = "(seq=" + std::to_string(b) + ", row=" + std::to_string(i) +
-                    ", h=" + std::to_string(h);
-    if (d >= 0) s += ", d=" + std::to_string(d);
-    return s + ")";
+    return element_name("seq", b, "row", i, "h", h, d);
 }
 
 uint32_t bits_of(float f) {
@@ -620,18 +569,7 @@ DeviceBuffer int_buffer(const std::vector<int32_t> &host) {
 }  // namespace
 
 ServingData::ServingData(const ServingCase &c) : ServingHost(c) {
-    q = DeviceBuffer(q_layout.alloc_elems, 2, kGuard16);
-    k = DeviceBuffer(k_layout.alloc_elems, 2, kGuard16);
-    v = DeviceBuffer(k_layout.alloc_elems, 2, kGuard16);
-    o = DeviceBuffer(o_layout.alloc_elems, 2, kGuard16);
-    q.upload(host_q().data());
-    k.upload(host_k().data());
-    v.upload(host_v().data());
-    if (c.write_lse) lse = DeviceBuffer(lse_elems(), 4, kGuard32);
-    if (c.sinks) {
-        sinks = DeviceBuffer(host_sinks().size(), 4, kGuard32);
-        sinks.upload(host_sinks().data());
-    }
+    allocate_attention_buffers(*this, k_layout.alloc_elems);  // V shares K's layout
     if (c.varlen_q) cu_q = int_buffer(host_cu_q());
     if (c.cu_seqlens_k) cu_k = int_buffer(host_cu_k());
     if (!c.seqused.empty()) seqused = int_buffer(c.seqused);
@@ -641,15 +579,7 @@ ServingData::ServingData(const ServingCase &c) : ServingHost(c) {
 
 fmha_tensors ServingData::tensors() const {
     const ServingCase &c = config();
-    fmha_tensors t;
-    if (fmha_tensors_init(&t, FMHA_TENSORS_VERSION) != FMHA_STATUS_SUCCESS)
-        throw std::runtime_error(std::string("fmha_tensors_init: ") + fmha_last_error_message());
-    t.q = static_cast<const uint16_t *>(q.data()) + q_layout.offset;
-    t.k = static_cast<const uint16_t *>(k.data()) + k_layout.offset;
-    t.v = static_cast<const uint16_t *>(v.data()) + k_layout.offset;
-    t.o = static_cast<uint16_t *>(o.data()) + o_layout.offset;
-    t.lse = c.write_lse ? static_cast<float *>(lse.data()) : nullptr;
-    t.sinks = c.sinks ? static_cast<const float *>(sinks.data()) : nullptr;
+    fmha_tensors t = attention_tensors(*this, k_layout.offset);  // V shares K's layout
     t.cu_seqlens_q = c.varlen_q ? static_cast<const int32_t *>(cu_q.data()) : nullptr;
     t.cu_seqlens_k = c.cu_seqlens_k ? static_cast<const int32_t *>(cu_k.data()) : nullptr;
     t.seqused_k = c.seqused.empty() ? nullptr : static_cast<const int32_t *>(seqused.data());
@@ -709,12 +639,7 @@ std::string ServingRun::summary(const ServingCase &c) const {
         s << " | " << fmha_status_string(status) << " (" << unsupported << "): " << error;
         return s.str();
     }
-    if (status != FMHA_STATUS_SUCCESS || !error.empty()) {
-        s << " | ";
-        if (status != FMHA_STATUS_SUCCESS) s << fmha_status_string(status) << ": ";
-        s << error;
-        return s.str();
-    }
+    if (append_run_failure(s, status, error)) return s.str();
     char buf[240];
     std::snprintf(buf, sizeof buf,
                   " | kernel %s (%s) splits %d ws %llu err %.3g lowp %.3g ratio %.2f lse_err %.3g",
@@ -723,12 +648,8 @@ std::string ServingRun::summary(const ServingCase &c) const {
                   cmp.lse_err);
     s << buf;
     if (!plan_problem.empty()) s << " | plan info: " << plan_problem;
-    if (!guards_ok) s << " | guards overwritten";
-    if (!rerun_identical) s << " | rerun differs";
-    if (!cmp.all_written) s << " | unwritten/NaN output";
-    if (!cmp.gaps_untouched) s << " | wrote outside the sequences";
-    if (!cmp.masked_rows_ok) s << " | rows that see no key wrong";
-    if (!cmp.detail.empty()) s << " | " << cmp.detail;
+    append_defects(s, guards_ok, rerun_identical, cmp, "wrote outside the sequences",
+                   "rows that see no key wrong");
     return s.str();
 }
 
@@ -740,9 +661,8 @@ ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num
     try {
         const fmha_descriptor desc = data.descriptor(kernel, num_splits);
         PlanHolder ph;
-        r.status = fmha_create_plan(&ph.plan, &desc);
-        if (r.status != FMHA_STATUS_SUCCESS) {
-            r.error = std::string("fmha_create_plan: ") + fmha_last_error_message();
+        r.error = create_plan(ph, desc, &r.status);
+        if (!r.error.empty()) {
             if (r.status == FMHA_STATUS_NOT_SUPPORTED) r.unsupported = documented_unsupported(desc);
             return r;
         }
@@ -757,11 +677,8 @@ ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num
         r.kernel_name = info.kernel_name ? info.kernel_name : "(null)";
         r.num_splits = info.num_splits;
         size_t ws_bytes = 0;
-        r.status = fmha_plan_workspace_size(ph.plan, &ws_bytes);
-        if (r.status != FMHA_STATUS_SUCCESS) {
-            r.error = std::string("fmha_plan_workspace_size: ") + fmha_last_error_message();
-            return r;
-        }
+        r.error = workspace_size(ph.plan, &ws_bytes, &r.status);
+        if (!r.error.empty()) return r;
         r.workspace_bytes = ws_bytes;
         // What fmha.h promises about the plan.
         std::string &pp = r.plan_problem;
@@ -828,14 +745,10 @@ std::vector<ServingCase> seeded(std::vector<ServingCase> v, uint64_t first) {
     return v;
 }
 
-ServingCase shape(fmha_dtype dt, int64_t hd, int64_t hq, int64_t hkv) {
-    ServingCase c;
-    c.dtype = dt;
-    c.head_dim = hd;
-    c.num_q_heads = hq;
-    c.num_kv_heads = hkv;
-    return c;
-}
+// `n` sequences of `len` rows or keys each.
+std::vector<int32_t> repeated(size_t n, int32_t len) { return std::vector<int32_t>(n, len); }
+
+const fmha_mask kBottomRight = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
 
 // Windows, softcap and sinks, alone and combined, for the feature suites:
 // `local` is the left window of causal local attention, `combined` that of
@@ -862,8 +775,8 @@ std::vector<ServingFeature> serving_features(int32_t local, int32_t combined) {
     };
 }
 
-ServingCase with_feature(const ServingFeature &f) {
-    ServingCase c;
+// Sets a feature's mask, windows, softcap and sinks on c.
+ServingCase with_feature(ServingCase c, const ServingFeature &f) {
     c.mask = f.mask;
     c.window_left = f.left;
     c.window_right = f.right;
@@ -872,18 +785,17 @@ ServingCase with_feature(const ServingFeature &f) {
     return c;
 }
 
-// Every feature on `variants` shapes each: fill(c, variant, n) sets the head
-// dim, heads, lengths and kernel options of case n, whose dtype and layout
-// rotate with n.
-std::vector<ServingCase> feature_cases(const std::vector<ServingFeature> &features, int variants,
-                                       const std::function<void(ServingCase &, int, int)> &fill) {
+// Every feature on `variants` shapes each: make(dtype, variant, n) gives the
+// head dim, heads, lengths and kernel options of case n (never a feature
+// field), whose dtype and layout rotate with n.
+std::vector<ServingCase> feature_cases(
+    const std::vector<ServingFeature> &features, int variants,
+    const std::function<ServingCase(fmha_dtype, int, int)> &make) {
     std::vector<ServingCase> v;
     int n = 0;
     for (const ServingFeature &f : features)
         for (int variant = 0; variant < variants; ++variant) {
-            ServingCase c = with_feature(f);
-            c.dtype = kDtypes[n % 2];
-            fill(c, variant, n);
+            ServingCase c = with_feature(make(kDtypes[n % 2], variant, n), f);
             c.layout = kLayouts[n % 3];
             v.push_back(c);
             ++n;
@@ -922,63 +834,32 @@ std::vector<ServingCase> varlen_suite() {
         {FMHA_DTYPE_BF16, 64, 2, 2, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, Layout::BHSD, rotated(bq, 2),
          rotated(bk, 2), 0, 0},
     };
-    for (const V &x : packed) {
-        ServingCase c = shape(x.dt, x.hd, x.hq, x.hkv);
-        c.mask = x.mask;
-        c.layout = x.layout;
-        c.varlen_q = true;
-        c.q_lens = x.q;
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = x.k;
-        c.extra_q_rows = x.extra_rows;
-        c.softmax_scale = x.scale;
-        v.push_back(c);
-    }
-    {  // varlen Q over a dense K [6, 1000]
-        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 4, 2);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.varlen_q = true;
-        c.q_lens = {0, 1, 2, 17, 1000, 17};
-        c.k_lens.assign(6, 1000);
-        c.extra_q_rows = 5;
-        v.push_back(c);
-    }
-    for (fmha_mask m : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_BOTTOM_RIGHT}) {
+    for (const V &x : packed)
+        v.push_back(serving_case(x.dt, x.hd, x.hq, x.hkv)
+                        .varlen_q(x.q, x.extra_rows).packed_k(x.k)
+                        .mask(x.mask).layout(x.layout).scale(x.scale));
+    // varlen Q over a dense K [6, 1000]
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 4, 2)
+                    .varlen_q({0, 1, 2, 17, 1000, 17}, 5).k(repeated(6, 1000)).mask(kBottomRight));
+    for (fmha_mask m : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_BOTTOM_RIGHT})
         // dense Q [6, 17] over packed K (bottom-right: rows without keys)
-        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 4, 1);
-        c.q_lens.assign(6, 17);
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {0, 1, 2, 17, 1000, 4097};
-        c.layout = Layout::SLICED;
-        c.softmax_scale = 0.3f;
-        c.mask = m;
-        v.push_back(c);
-    }
+        v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 4, 1)
+                        .q(repeated(6, 17)).packed_k({0, 1, 2, 17, 1000, 4097})
+                        .mask(m).layout(Layout::SLICED).scale(0.3f));
     // Lengths past seqlen_q / seqlen_k: fmha.h computes only the first
     // seqlen_q rows and uses only the first seqlen_k keys. (Under
     // BOTTOM_RIGHT the alignment of a clamped sequence is not specified:
     // TOP_LEFT and NONE only.) Rows past seqlen_q are not checked.
     for (fmha_mask m : {FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_NONE}) {
-        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 2, 2);
-        c.varlen_q = true;
-        c.q_lens = {20, 3, 16, 40};
+        ServingCase c = serving_case(FMHA_DTYPE_FP16, 64, 2, 2)
+                            .varlen_q({20, 3, 16, 40}).packed_k({150, 40, 100, 7}).mask(m);
         c.seqlen_q = 16;
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {150, 40, 100, 7};
         c.seqlen_k = 100;
-        c.mask = m;
         v.push_back(c);
     }
-    {  // seqused_k above seqlen_k is clamped to it
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 4, 2);
-        c.q_lens.assign(3, 5);
-        c.k_lens.assign(3, 64);
-        c.seqused = {70, 10, 64};
-        v.push_back(c);
-    }
+    // seqused_k above seqlen_k is clamped to it
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 4, 2)
+                    .q(repeated(3, 5)).k(repeated(3, 64)).seqused({70, 10, 64}));
     return seeded(v, 20000);
 }
 
@@ -990,65 +871,36 @@ std::vector<ServingCase> paged_suite() {
     for (int32_t ps : page_sizes) {
         std::mt19937_64 rng(case_seed(base_seed(), 21500 + uint64_t(ps)));
         {  // decode-like rows, lengths from seqused_k, a few NaN keys past them
-            ServingCase c = shape(kDtypes[n % 2], 128, 8, 2);
-            c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-            c.varlen_q = true;
-            c.q_lens = rotated({1, 4, 17, 0, 33, 1}, size_t(n));
-            c.keys = KeyLayout::PAGED;
-            c.page_size = ps;
-            c.seqused = rotated({1500, 0, 777, 64, 2000, 1}, size_t(n));
+            ServingCase c = serving_case(kDtypes[n % 2], 128, 8, 2)
+                                .varlen_q(rotated({1, 4, 17, 0, 33, 1}, size_t(n)))
+                                .paged(ps, {})
+                                .seqused(rotated({1500, 0, 777, 64, 2000, 1}, size_t(n)))
+                                .mask(kBottomRight)
+                                .layout(n % 2 ? Layout::BHSD : Layout::BSHD)  // BHSD: [page, head, row, dim]
+                                .extra_pages(5);
             for (int32_t u : c.seqused) c.k_lens.push_back(u + int32_t(rng() % uint64_t(2 * ps + 1)));
-            c.layout = n % 2 ? Layout::BHSD : Layout::BSHD;  // BHSD: [page, head, row, dim]
-            c.extra_pages = 5;
             v.push_back(c);
         }
-        {  // key counts from cu_seqlens_k (no seqused), a sliding window
-            ServingCase c = shape(kDtypes[(n + 1) % 2], 64, 4, 1);
-            c.mask = n % 2 ? FMHA_MASK_CAUSAL_BOTTOM_RIGHT : FMHA_MASK_NONE;
-            c.window_left = 64;
-            c.window_right = n % 2 ? -1 : 16;
-            c.varlen_q = true;
-            c.q_lens = rotated({17, 1, 100, 1, 0}, size_t(n));
-            c.keys = KeyLayout::PAGED;
-            c.cu_seqlens_k = true;
-            c.page_size = ps;
-            c.k_lens = rotated({300, 17, 1000, 1, 5}, size_t(n));
-            c.layout = kLayouts[n % 3];
-            c.extra_q_rows = 2;
-            v.push_back(c);
-        }
+        // key counts from cu_seqlens_k (no seqused), a sliding window
+        v.push_back(serving_case(kDtypes[(n + 1) % 2], 64, 4, 1)
+                        .varlen_q(rotated({17, 1, 100, 1, 0}, size_t(n)), 2)
+                        .paged(ps, rotated({300, 17, 1000, 1, 5}, size_t(n))).with_cu_seqlens_k()
+                        .mask(n % 2 ? FMHA_MASK_CAUSAL_BOTTOM_RIGHT : FMHA_MASK_NONE)
+                        .window(64, n % 2 ? -1 : 16)
+                        .layout(kLayouts[n % 3]));
         ++n;
     }
-    {  // chunked prefill over a paged cache
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 4, 1);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.varlen_q = true;
-        c.q_lens = {1000, 64};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.seqused = {3000, 64};
-        c.k_lens = {3010, 70};
-        v.push_back(c);
-    }
-    {  // hd96 decode over 16-row pages (the paged tile traits, a non-power-of-2 dim)
-        ServingCase c = shape(FMHA_DTYPE_BF16, 96, 8, 2);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.q_lens.assign(3, 1);
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.seqused = {700, 1, 333};
-        c.k_lens = {710, 16, 340};
-        v.push_back(c);
-    }
-    {  // dense Q, no seqused, no cu_seqlens_k: seqlen_k keys for every sequence
-        ServingCase c = shape(FMHA_DTYPE_FP16, 256, 8, 8);
-        c.q_lens.assign(3, 4);
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 32;
-        c.k_lens.assign(3, 500);
-        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
-        v.push_back(c);
-    }
+    // chunked prefill over a paged cache
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 4, 1)
+                    .varlen_q({1000, 64}).paged(16, {3010, 70}).seqused({3000, 64})
+                    .mask(kBottomRight));
+    // hd96 decode over 16-row pages (the paged tile traits, a non-power-of-2 dim)
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 96, 8, 2)
+                    .q(repeated(3, 1)).paged(16, {710, 16, 340}).seqused({700, 1, 333})
+                    .mask(kBottomRight));
+    // dense Q, no seqused, no cu_seqlens_k: seqlen_k keys for every sequence
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 8, 8)
+                    .q(repeated(3, 4)).paged(32, repeated(3, 500)).mask(FMHA_MASK_CAUSAL_TOP_LEFT));
     return seeded(v, 21000);
 }
 
@@ -1064,7 +916,7 @@ std::vector<ServingCase> decode_suite() {
         for (int64_t hd : head_dims)
             for (int ratio : ratios) {
                 std::mt19937_64 rng(case_seed(base_seed(), 22500 + uint64_t(idx)));
-                ServingCase c = shape(kDtypes[idx % 2], hd, 0, 0);
+                ServingCase c = serving_case(kDtypes[idx % 2], hd, 0, 0);
                 if (hd == 512) {  // MLA-style: one KV head
                     c.num_kv_heads = 1;
                     c.num_q_heads = ratio == 0 ? 16 : ratio;
@@ -1136,7 +988,7 @@ std::vector<ServingCase> packed_heads_suite() {
             std::mt19937_64 rng(case_seed(base_seed(), 23500 + uint64_t(idx)));
             const int group = groups[idx % 8];
             const int64_t kv_heads = 1 + idx % 2;
-            ServingCase c = shape(kDtypes[idx % 2], hd, group * kv_heads, kv_heads);
+            ServingCase c = serving_case(kDtypes[idx % 2], hd, group * kv_heads, kv_heads);
             c.mask = masks[idx % 3];
             int64_t batch = 1 + idx % 3;
             int64_t sk = seqlens_k[idx % 5];
@@ -1155,257 +1007,105 @@ std::vector<ServingCase> packed_heads_suite() {
             v.push_back(c);
             ++idx;
         }
-    {  // every query head of one KV head: 64 per tile (hd128 box of 2 positions)
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 64, 1);
-        c.q_lens = {5, 5};
-        c.k_lens = {900, 900};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // packed (varlen) Q over a dense cache with seqused_k: 4 heads per tile
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 32, 8);
-        c.varlen_q = true;
-        c.q_lens = {32, 17, 0, 5};
-        c.extra_q_rows = 3;
-        c.k_lens = {2000, 2000, 2000, 2000};
-        c.seqused = {2000, 40, 700, 1};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // packed Q over packed K, 6 heads per KV head (padded to 8)
-        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 12, 2);
-        c.varlen_q = true;
-        c.q_lens = {100, 1, 64};
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {300, 4100, 64};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // 48 query heads per KV head, padded to 64 rows per position
-        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 96, 2);
-        c.q_lens = {3};
-        c.k_lens = {1300};
-        c.seqused = {1001};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
+    // every query head of one KV head: 64 per tile (hd128 box of 2 positions)
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 64, 1)
+                    .q({5, 5}).k({900, 900}).mask(kBottomRight));
+    // packed (varlen) Q over a dense cache with seqused_k: 4 heads per tile
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 32, 8)
+                    .varlen_q({32, 17, 0, 5}, 3).k(repeated(4, 2000)).seqused({2000, 40, 700, 1})
+                    .mask(kBottomRight));
+    // packed Q over packed K, 6 heads per KV head (padded to 8)
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 12, 2)
+                    .varlen_q({100, 1, 64}).packed_k({300, 4100, 64}).mask(kBottomRight));
+    // 48 query heads per KV head, padded to 64 rows per position
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 96, 2)
+                    .q({3}).k({1300}).seqused({1001}).mask(kBottomRight));
     return seeded(v, 23000);
 }
 
 std::vector<ServingCase> paged_hopper_suite() {
     std::vector<ServingCase> v;
-    {  // chunked prefill: packed Q against shuffled 16-row pages, seqused_k, an empty sequence
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 2);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.varlen_q = true;
-        c.q_lens = {1000, 64, 0, 300};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.seqused = {3000, 64, 10, 301};
-        c.k_lens = {3010, 70, 16, 320};
-        c.extra_q_rows = 2;
-        v.push_back(c);
-    }
-    {  // dense prefill, 64-row pages laid out [page, head, row, dim], no mask
-        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 4, 4);
-        c.q_lens = {300, 300};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 64;
-        c.k_lens = {2000, 2000};
-        c.layout = Layout::BHSD;
-        v.push_back(c);
-    }
-    {  // decode of 32 tokens, 4 query heads per KV head packed, the wide 192-key tile
-       // in 12 chunks of 16 rows, ragged seqused_k, automatic split
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 32, 8);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.q_lens = {32};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.k_lens = {5000};
-        c.seqused = {4133};
-        v.push_back(c);
-    }
-    {  // 256-row pages under the wide tile (64-row chunks), varlen Q, 8 heads per KV head
-        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 16, 2);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.varlen_q = true;
-        c.q_lens = {4, 1, 7};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 256;
-        c.seqused = {4500, 257, 4100};
-        c.k_lens = {4600, 300, 4100};
-        c.layout = Layout::SLICED;
-        v.push_back(c);
-    }
-    {  // hd256's 80-key tile in 16-row chunks of 32-row pages, 2 heads per KV head
-        ServingCase c = shape(FMHA_DTYPE_BF16, 256, 4, 2);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.q_lens = {16, 16};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 32;
-        c.k_lens = {1500, 1500};
-        c.seqused = {1500, 333};
-        v.push_back(c);
-    }
-    {  // hd96 over 48-row pages (not a power of two: 16-row chunks), causal top-left
-        ServingCase c = shape(FMHA_DTYPE_FP16, 96, 6, 3);
-        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
-        c.q_lens = {100, 100};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 48;
-        c.k_lens = {700, 700};
-        v.push_back(c);
-    }
-    {  // 128-row pages with key counts from cu_seqlens_k (no seqused), varlen Q, MQA
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 1);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.varlen_q = true;
-        c.q_lens = {17, 200, 1};
-        c.keys = KeyLayout::PAGED;
-        c.cu_seqlens_k = true;
-        c.page_size = 128;
-        c.k_lens = {1000, 2500, 129};
-        v.push_back(c);
-    }
-    {  // a long prefill of one sequence: persistent grid, 32-row pages, hd64
-        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 2, 1);
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.q_lens = {1500};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 32;
-        c.k_lens = {1800};
-        c.extra_pages = 7;
-        v.push_back(c);
-    }
+    // chunked prefill: packed Q against shuffled 16-row pages, seqused_k, an empty sequence
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .varlen_q({1000, 64, 0, 300}, 2).paged(16, {3010, 70, 16, 320})
+                    .seqused({3000, 64, 10, 301}).mask(kBottomRight));
+    // dense prefill, 64-row pages laid out [page, head, row, dim], no mask
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 4, 4)
+                    .q({300, 300}).paged(64, {2000, 2000}).layout(Layout::BHSD));
+    // decode of 32 tokens, 4 query heads per KV head packed, the wide 192-key tile
+    // in 12 chunks of 16 rows, ragged seqused_k, automatic split
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 32, 8)
+                    .q({32}).paged(16, {5000}).seqused({4133}).mask(kBottomRight));
+    // 256-row pages under the wide tile (64-row chunks), varlen Q, 8 heads per KV head
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 16, 2)
+                    .varlen_q({4, 1, 7}).paged(256, {4600, 300, 4100}).seqused({4500, 257, 4100})
+                    .mask(kBottomRight).layout(Layout::SLICED));
+    // hd256's 80-key tile in 16-row chunks of 32-row pages, 2 heads per KV head
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 256, 4, 2)
+                    .q({16, 16}).paged(32, {1500, 1500}).seqused({1500, 333}).mask(kBottomRight));
+    // hd96 over 48-row pages (not a power of two: 16-row chunks), causal top-left
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 6, 3)
+                    .q({100, 100}).paged(48, {700, 700}).mask(FMHA_MASK_CAUSAL_TOP_LEFT));
+    // 128-row pages with key counts from cu_seqlens_k (no seqused), varlen Q, MQA
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 1)
+                    .varlen_q({17, 200, 1}).paged(128, {1000, 2500, 129}).with_cu_seqlens_k()
+                    .mask(kBottomRight));
+    // a long prefill of one sequence: persistent grid, 32-row pages, hd64
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 2, 1)
+                    .q({1500}).paged(32, {1800}).extra_pages(7).mask(kBottomRight));
     return seeded(v, 24000);
 }
 
 std::vector<ServingCase> hopper_feature_suite() {
     // Causal local windows of 256 keys and of 700 (with softcap and sinks), besides
     // the narrow two-sided and one-sided windows every feature list has.
-    auto fill = [](ServingCase &c, int variant, int n) {
+    auto make = [](fmha_dtype dt, int variant, int n) -> ServingCase {
         switch (variant) {
         case 0:  // dense prefill over 4100 keys (hd128's wide tile)
-            c.head_dim = 128;
-            c.num_q_heads = 4;
-            c.num_kv_heads = 2;
-            c.q_lens = {600};
-            c.k_lens = {4100};
-            break;
+            return serving_case(dt, 128, 4, 2).q({600}).k({4100});
         case 1:  // varlen Q over 64-row pages + seqused_k (a sequence without keys)
-            c.head_dim = 64;
-            c.num_q_heads = 8;
-            c.num_kv_heads = 1;
-            c.varlen_q = true;
-            c.q_lens = {300, 17, 5};
-            c.keys = KeyLayout::PAGED;
-            c.page_size = 64;
-            c.seqused = {1500, 0, 40};
-            c.k_lens = {1500, 64, 64};
-            c.extra_q_rows = 1;
-            break;
-        case 2:  // 32 positions, 4 heads per KV head packed, seqused_k, 3 splits
-            c.head_dim = n % 2 ? 256 : 96;
-            c.num_q_heads = 8;
-            c.num_kv_heads = 2;
-            c.q_lens = {32, 32};
-            c.k_lens = {2000, 2000};
-            c.seqused = {2000, 613};
-            c.num_splits = 3;
-            break;
+            return serving_case(dt, 64, 8, 1)
+                .varlen_q({300, 17, 5}, 1).paged(64, {1500, 64, 64}).seqused({1500, 0, 40});
+        default:  // 32 positions, 4 heads per KV head packed, seqused_k, 3 splits
+            return serving_case(dt, n % 2 ? 256 : 96, 8, 2)
+                .q({32, 32}).k({2000, 2000}).seqused({2000, 613}).splits(3);
         }
     };
-    return seeded(feature_cases(serving_features(256, 700), 3, fill), 25000);
+    return seeded(feature_cases(serving_features(256, 700), 3, make), 25000);
 }
 
 std::vector<ServingCase> hd512_hopper_suite() {
     std::vector<ServingCase> v;
-    {  // MLA-style decode: 128 query heads on one KV head, two 64-row blocks per position
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 128, 1);
-        c.q_lens = {1, 1};
-        c.k_lens = {4097, 4097};
-        c.seqused = {4097, 1000};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // 96 heads padded to 128 rows per position (the padding heads clipped), 3 positions
-        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 96, 1);
-        c.q_lens = {3};
-        c.k_lens = {1500};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.layout = Layout::BHSD;
-        v.push_back(c);
-    }
-    {  // packed (varlen) Q, an empty sequence, 128 heads, 3 splits
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 128, 1);
-        c.varlen_q = true;
-        c.q_lens = {2, 0, 1};
-        c.extra_q_rows = 2;
-        c.k_lens = {700, 700, 700};
-        c.seqused = {700, 5, 333};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.num_splits = 3;
-        v.push_back(c);
-    }
-    {  // 16 heads x 1 position (under 64 rows: each consumer computes the whole S), pages of 16
-        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 16, 1);
-        c.q_lens = {1, 1, 1};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.k_lens = {3000, 700, 33};
-        c.seqused = {3000, 1, 33};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // 16 heads x 4 positions over shuffled 64-row pages, seqused_k
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 16, 1);
-        c.q_lens = {4, 4};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 64;
-        c.k_lens = {2100, 2100};
-        c.seqused = {2100, 90};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.layout = Layout::SLICED;
-        v.push_back(c);
-    }
-    {  // window + softcap + sinks over 16-row pages, 8 heads x 32 positions
-        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 8, 1);
-        c.q_lens = {32};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.k_lens = {1200};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.window_left = 300;
-        c.softcap = 30.0f;
-        c.sinks = true;
-        v.push_back(c);
-    }
-    {  // 3 heads per KV head (padded to 4), packed Q, packed K, 2 splits
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 6, 2);
-        c.varlen_q = true;
-        c.q_lens = {17, 5};
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {400, 33};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.num_splits = 2;
-        v.push_back(c);
-    }
-    {  // prefill, MHA (no packing: 64-row blocks of one head), causal top-left
-        ServingCase c = shape(FMHA_DTYPE_FP16, 512, 2, 2);
-        c.q_lens = {300, 300};
-        c.k_lens = {300, 300};
-        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
-        v.push_back(c);
-    }
-    {  // prefill, GQA, no mask, keys not a multiple of the 32-key tile
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 4, 1);
-        c.q_lens = {257};
-        c.k_lens = {1001};
-        v.push_back(c);
-    }
+    // MLA-style decode: 128 query heads on one KV head, two 64-row blocks per position
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 128, 1)
+                    .q({1, 1}).k({4097, 4097}).seqused({4097, 1000}).mask(kBottomRight));
+    // 96 heads padded to 128 rows per position (the padding heads clipped), 3 positions
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 96, 1)
+                    .q({3}).k({1500}).mask(kBottomRight).layout(Layout::BHSD));
+    // packed (varlen) Q, an empty sequence, 128 heads, 3 splits
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 128, 1)
+                    .varlen_q({2, 0, 1}, 2).k({700, 700, 700}).seqused({700, 5, 333})
+                    .mask(kBottomRight).splits(3));
+    // 16 heads x 1 position (under 64 rows: each consumer computes the whole S), pages of 16
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
+                    .q({1, 1, 1}).paged(16, {3000, 700, 33}).seqused({3000, 1, 33})
+                    .mask(kBottomRight));
+    // 16 heads x 4 positions over shuffled 64-row pages, seqused_k
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
+                    .q({4, 4}).paged(64, {2100, 2100}).seqused({2100, 90})
+                    .mask(kBottomRight).layout(Layout::SLICED));
+    // window + softcap + sinks over 16-row pages, 8 heads x 32 positions
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 8, 1)
+                    .q({32}).paged(16, {1200})
+                    .mask(kBottomRight).window(300).softcap(30.0f).sinks());
+    // 3 heads per KV head (padded to 4), packed Q, packed K, 2 splits
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 6, 2)
+                    .varlen_q({17, 5}).packed_k({400, 33}).mask(kBottomRight).splits(2));
+    // prefill, MHA (no packing: 64-row blocks of one head), causal top-left
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 2, 2)
+                    .q({300, 300}).k({300, 300}).mask(FMHA_MASK_CAUSAL_TOP_LEFT));
+    // prefill, GQA, no mask, keys not a multiple of the 32-key tile
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 4, 1).q({257}).k({1001}));
     return seeded(v, 26000);
 }
 
@@ -1413,198 +1113,76 @@ std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
 
 std::vector<ServingCase> split_suite() {
     std::vector<ServingCase> v;
-    {  // long single-token decode, GQA, ragged lengths through seqused_k
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 32, 8);
-        c.q_lens = {1, 1};
-        c.k_lens = {4097, 4097};
-        c.seqused = {4097, 1500};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // multi-token decode over a paged cache, varlen Q with an empty sequence
-        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 8, 1);
-        c.varlen_q = true;
-        c.q_lens = {4, 1, 0, 4};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.seqused = {2000, 333, 50, 1234};
-        c.k_lens = {2007, 340, 60, 1234};
-        c.extra_q_rows = 2;
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.layout = Layout::BHSD;
-        v.push_back(c);
-    }
-    {  // head_dim 512, MLA-style
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 16, 1);
-        c.q_lens = {1, 1};
-        c.k_lens = {2000, 2000};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // window, softcap and sinks, paged, 32 rows
-        ServingCase c = shape(FMHA_DTYPE_FP16, 256, 8, 2);
-        c.q_lens = {32, 32};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 64;
-        c.k_lens = {1100, 1100};
-        c.seqused = {1100, 700};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.window_left = 200;
-        c.softcap = 30.0f;
-        c.sinks = true;
-        c.layout = Layout::SLICED;
-        v.push_back(c);
-    }
-    {  // few keys: more splits than key blocks; a sequence with no key at all
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 4, 4);
-        c.varlen_q = true;
-        c.q_lens = {1, 1, 3};
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {70, 0, 5};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // packed keys, top-left alignment with a right window, hd96
-        ServingCase c = shape(FMHA_DTYPE_FP16, 96, 6, 3);
-        c.varlen_q = true;
-        c.q_lens = {16, 9};
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {900, 1500};
-        c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
-        c.window_right = 0;
-        v.push_back(c);
-    }
+    // long single-token decode, GQA, ragged lengths through seqused_k
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 32, 8)
+                    .q({1, 1}).k({4097, 4097}).seqused({4097, 1500}).mask(kBottomRight));
+    // multi-token decode over a paged cache, varlen Q with an empty sequence
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 8, 1)
+                    .varlen_q({4, 1, 0, 4}, 2).paged(16, {2007, 340, 60, 1234})
+                    .seqused({2000, 333, 50, 1234}).mask(kBottomRight).layout(Layout::BHSD));
+    // head_dim 512, MLA-style
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
+                    .q({1, 1}).k({2000, 2000}).mask(kBottomRight));
+    // window, softcap and sinks, paged, 32 rows
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 8, 2)
+                    .q({32, 32}).paged(64, {1100, 1100}).seqused({1100, 700})
+                    .mask(kBottomRight).window(200).softcap(30.0f).sinks().layout(Layout::SLICED));
+    // few keys: more splits than key blocks; a sequence with no key at all
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 4, 4)
+                    .varlen_q({1, 1, 3}).packed_k({70, 0, 5}).mask(kBottomRight));
+    // packed keys, top-left alignment with a right window, hd96
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 6, 3)
+                    .varlen_q({16, 9}).packed_k({900, 1500})
+                    .mask(FMHA_MASK_CAUSAL_TOP_LEFT).window(-1, 0));
     return seeded(v, 23000);
 }
 
 std::vector<ServingCase> feature_suite() {
-    auto fill = [](ServingCase &c, int variant, int n) {
+    auto make = [](fmha_dtype dt, int variant, int n) -> ServingCase {
         switch (variant) {
         case 0:  // single-token decode, dense cache, automatic splits
-            c.head_dim = 128;
-            c.num_q_heads = 8;
-            c.num_kv_heads = 2;
-            c.q_lens = {1, 1, 1};
-            c.k_lens = {1100, 1100, 1100};
-            c.num_splits = 0;
-            break;
+            return serving_case(dt, 128, 8, 2).q({1, 1, 1}).k(repeated(3, 1100)).splits(0);
         case 1:  // 16 rows, varlen Q, paged + seqused (one sequence without keys)
-            c.head_dim = 64;
-            c.num_q_heads = 8;
-            c.num_kv_heads = 1;
-            c.varlen_q = true;
-            c.q_lens = {16, 3, 16};
-            c.keys = KeyLayout::PAGED;
-            c.page_size = 32;
-            c.seqused = {900, 0, 20};
-            c.k_lens = {910, 32, 40};
-            c.extra_q_rows = 1;
-            c.num_splits = 0;
-            break;
-        case 2:  // 4 rows, dense + seqused, 3 splits (hd512 every other feature)
-            c.head_dim = n % 2 ? 512 : 256;
-            c.num_q_heads = 8;
-            c.num_kv_heads = n % 2 ? 1 : 4;
-            c.q_lens = {4, 4};
-            c.k_lens = {1000, 1000};
-            c.seqused = {1000, 513};
-            c.num_splits = 3;
-            break;
+            return serving_case(dt, 64, 8, 1)
+                .varlen_q({16, 3, 16}, 1).paged(32, {910, 32, 40}).seqused({900, 0, 20})
+                .splits(0);
+        default:  // 4 rows, dense + seqused, 3 splits (hd512 every other feature)
+            return serving_case(dt, n % 2 ? 512 : 256, 8, n % 2 ? 1 : 4)
+                .q({4, 4}).k({1000, 1000}).seqused({1000, 513}).splits(3);
         }
     };
-    return seeded(feature_cases(serving_features(100, 64), 3, fill), 24000);
+    return seeded(feature_cases(serving_features(100, 64), 3, make), 24000);
 }
 
 std::vector<ServingCase> sanitize_suite() {
     std::vector<ServingCase> v;
-    {  // head_dim 512, 96 query heads on one KV head (split D, 128-row groups), 2 splits
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 96, 1);
-        c.q_lens = {1, 1};
-        c.k_lens = {150, 150};
-        c.seqused = {150, 40};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.num_splits = 2;
-        v.push_back(c);
-    }
-    {  // varlen Q over packed K, causal, GQA, an empty sequence and one without keys
-        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 4, 2);
-        c.varlen_q = true;
-        c.q_lens = {17, 0, 70, 3};
-        c.keys = KeyLayout::PACKED;
-        c.cu_seqlens_k = true;
-        c.k_lens = {17, 5, 130, 0};
-        c.extra_q_rows = 2;
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
-    {  // paged (page 16, shuffled) + seqused + 3 splits + window + sinks
-        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 8, 1);
-        c.varlen_q = true;
-        c.q_lens = {4, 1};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.seqused = {300, 33};
-        c.k_lens = {310, 40};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.window_left = 100;
-        c.sinks = true;
-        c.num_splits = 3;
-        v.push_back(c);
-    }
-    {  // head_dim 512, MQA, 2 splits, softcap
-        ServingCase c = shape(FMHA_DTYPE_BF16, 512, 8, 1);
-        c.q_lens = {2, 2};
-        c.k_lens = {200, 200};
-        c.seqused = {200, 77};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.softcap = 20.0f;
-        c.num_splits = 2;
-        v.push_back(c);
-    }
-    {  // page size 1
-        ServingCase c = shape(FMHA_DTYPE_FP16, 64, 2, 2);
-        c.q_lens = {1, 1};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 1;
-        c.k_lens = {100, 100};
-        v.push_back(c);
-    }
-    {  // short GQA queries (Hopper: 4 query heads per tile), seqused_k, 2 splits
-        ServingCase c = shape(FMHA_DTYPE_BF16, 128, 8, 2);
-        c.q_lens = {20, 20};
-        c.k_lens = {300, 300};
-        c.seqused = {300, 61};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.num_splits = 2;
-        v.push_back(c);
-    }
-    {  // Hopper: a window, softcap and sinks over a paged cache, varlen Q, packed heads
-        ServingCase c = shape(FMHA_DTYPE_BF16, 64, 8, 2);
-        c.varlen_q = true;
-        c.q_lens = {40, 3};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 32;
-        c.seqused = {500, 3};
-        c.k_lens = {512, 32};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        c.window_left = 150;
-        c.softcap = 15.0f;
-        c.sinks = true;
-        v.push_back(c);
-    }
-    {  // Hopper: a paged cache read in TMA page chunks (16 rows), varlen Q, packed heads
-        ServingCase c = shape(FMHA_DTYPE_FP16, 128, 8, 2);
-        c.varlen_q = true;
-        c.q_lens = {24, 0, 5};
-        c.keys = KeyLayout::PAGED;
-        c.page_size = 16;
-        c.seqused = {400, 20, 37};
-        c.k_lens = {410, 20, 48};
-        c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        v.push_back(c);
-    }
+    // head_dim 512, 96 query heads on one KV head (split D, 128-row groups), 2 splits
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 96, 1)
+                    .q({1, 1}).k({150, 150}).seqused({150, 40}).mask(kBottomRight).splits(2));
+    // varlen Q over packed K, causal, GQA, an empty sequence and one without keys
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 4, 2)
+                    .varlen_q({17, 0, 70, 3}, 2).packed_k({17, 5, 130, 0}).mask(kBottomRight));
+    // paged (page 16, shuffled) + seqused + 3 splits + window + sinks
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 1)
+                    .varlen_q({4, 1}).paged(16, {310, 40}).seqused({300, 33})
+                    .mask(kBottomRight).window(100).sinks().splits(3));
+    // head_dim 512, MQA, 2 splits, softcap
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 8, 1)
+                    .q({2, 2}).k({200, 200}).seqused({200, 77})
+                    .mask(kBottomRight).softcap(20.0f).splits(2));
+    // page size 1
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 2, 2).q({1, 1}).paged(1, {100, 100}));
+    // short GQA queries (Hopper: 4 query heads per tile), seqused_k, 2 splits
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .q({20, 20}).k({300, 300}).seqused({300, 61}).mask(kBottomRight).splits(2));
+    // Hopper: a window, softcap and sinks over a paged cache, varlen Q, packed heads
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 8, 2)
+                    .varlen_q({40, 3}).paged(32, {512, 32}).seqused({500, 3})
+                    .mask(kBottomRight).window(150).softcap(15.0f).sinks());
+    // Hopper: a paged cache read in TMA page chunks (16 rows), varlen Q, packed heads
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
+                    .varlen_q({24, 0, 5}).paged(16, {410, 20, 48}).seqused({400, 20, 37})
+                    .mask(kBottomRight));
     return seeded(v, 26000);
 }
 

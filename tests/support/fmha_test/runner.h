@@ -34,6 +34,10 @@ struct Case {
     std::string name() const;
 };
 
+// A case of this shape, every other field at its default.
+Case dense_case(fmha_dtype dtype, int64_t head_dim, int64_t batch, int64_t num_q_heads,
+                int64_t num_kv_heads, int64_t seqlen_q, int64_t seqlen_k);
+
 const char *mask_name(fmha_mask mask);
 
 // Outputs of one run as copied back: the whole O allocation (gaps included)

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fmha/fmha.h"
@@ -75,6 +76,108 @@ struct ServingCase {
     // e.g. "bf16 hd128 Hq8/Hkv2 b5 q=varlen[1,17,0,...] k=paged16+seqused ..."
     std::string name() const;
 };
+
+// Writes a ServingCase as one expression, a setter per property, so that a
+// suite's hand-written cases state only what sets them apart:
+//   ServingCase c = serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+//                       .varlen_q({3, 1, 4}).paged(16, {700, 64, 1000}).seqused({700, 60, 999});
+// Fields not named keep ServingCase's defaults.
+class ServingCaseBuilder {
+public:
+    explicit ServingCaseBuilder(const ServingCase &c) : c_(c) {}
+    operator ServingCase() const { return c_; }
+
+    // Dense Q: every entry of `lens` is seqlen_q.
+    ServingCaseBuilder &q(std::vector<int32_t> lens) {
+        c_.q_lens = std::move(lens);
+        return *this;
+    }
+    // Packed Q (cu_seqlens_q), `extra_rows` rows past the last sequence.
+    ServingCaseBuilder &varlen_q(std::vector<int32_t> lens, int64_t extra_rows = 0) {
+        c_.varlen_q = true;
+        c_.q_lens = std::move(lens);
+        c_.extra_q_rows = extra_rows;
+        return *this;
+    }
+    // Dense K/V: every entry of `lens` is seqlen_k.
+    ServingCaseBuilder &k(std::vector<int32_t> lens) {
+        c_.k_lens = std::move(lens);
+        return *this;
+    }
+    // Packed K/V with cu_seqlens_k.
+    ServingCaseBuilder &packed_k(std::vector<int32_t> lens) {
+        c_.keys = KeyLayout::PACKED;
+        c_.cu_seqlens_k = true;
+        c_.k_lens = std::move(lens);
+        return *this;
+    }
+    // Paged K/V, `lens` keys stored per sequence; with_cu_seqlens_k() adds the offsets.
+    ServingCaseBuilder &paged(int32_t page_size, std::vector<int32_t> lens) {
+        c_.keys = KeyLayout::PAGED;
+        c_.page_size = page_size;
+        c_.k_lens = std::move(lens);
+        return *this;
+    }
+    ServingCaseBuilder &with_cu_seqlens_k() {
+        c_.cu_seqlens_k = true;
+        return *this;
+    }
+    ServingCaseBuilder &seqused(std::vector<int32_t> used) {
+        c_.seqused = std::move(used);
+        return *this;
+    }
+    ServingCaseBuilder &mask(fmha_mask m) {
+        c_.mask = m;
+        return *this;
+    }
+    ServingCaseBuilder &window(int32_t left, int32_t right = -1) {
+        c_.window_left = left;
+        c_.window_right = right;
+        return *this;
+    }
+    ServingCaseBuilder &softcap(float cap) {
+        c_.softcap = cap;
+        return *this;
+    }
+    ServingCaseBuilder &sinks() {
+        c_.sinks = true;
+        return *this;
+    }
+    ServingCaseBuilder &scale(float softmax_scale) {
+        c_.softmax_scale = softmax_scale;
+        return *this;
+    }
+    ServingCaseBuilder &layout(Layout l) {
+        c_.layout = l;
+        return *this;
+    }
+    ServingCaseBuilder &splits(int32_t n) {
+        c_.num_splits = n;
+        return *this;
+    }
+    ServingCaseBuilder &extra_pages(int64_t n) {
+        c_.extra_pages = n;
+        return *this;
+    }
+    ServingCaseBuilder &seed(uint64_t s) {
+        c_.seed = s;
+        return *this;
+    }
+
+private:
+    ServingCase c_;
+};
+
+// A case of this dtype and head shape, to be filled in through the builder.
+inline ServingCaseBuilder serving_case(fmha_dtype dtype, int64_t head_dim, int64_t num_q_heads,
+                                       int64_t num_kv_heads) {
+    ServingCase c;
+    c.dtype = dtype;
+    c.head_dim = head_dim;
+    c.num_q_heads = num_q_heads;
+    c.num_kv_heads = num_kv_heads;
+    return ServingCaseBuilder(c);
+}
 
 // The references of a serving case, in row order: `rows` query rows (the
 // packed rows with varlen_q, else batch * seqlen_q), o[(row * Hq + h) * D + d],

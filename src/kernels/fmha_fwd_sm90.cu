@@ -50,23 +50,24 @@ namespace fmha::sm90 {
 constexpr bool kPingPong = FMHA_SM90_PING_PONG != 0;
 
 
-// Zeroes key rows [first_row, BN) of a V stage, split over the consumer
-// warpgroups, which then meet at a barrier. A sequence's last key tile may
-// extend past its keys into rows the caller never wrote (a cache slot past
-// seqused_k, padding after the packed keys): their P is 0, but 0 x NaN is NaN.
+// Zeroes key rows [first_row, BN) of a V stage, split over the `count`
+// consumer warpgroups that read it (this one is number `rank` of them), which
+// then meet at a barrier. A sequence's last key tile may extend past its keys
+// into rows the caller never wrote (a cache slot past seqused_k, padding after
+// the packed keys): their P is 0, but 0 x NaN is NaN.
 template <typename Cfg>
-__device__ __forceinline__ void zero_v_tail(uint8_t *v_stage, int first_row, int consumer,
+__device__ __forceinline__ void zero_v_tail(uint8_t *v_stage, int first_row, int rank, int count,
                                             int tid) {
     constexpr int BN = Cfg::BN;
     const int rows = BN - first_row;
     const int chunks = rows * 8 * Cfg::kBoxes;  // 16-byte chunks: 8 per 128-byte box row
-    for (int i = consumer * 128 + tid; i < chunks; i += 128 * Cfg::kConsumers) {
+    for (int i = rank * 128 + tid; i < chunks; i += 128 * count) {
         const int box = i / (rows * 8), rem = i % (rows * 8);
         *reinterpret_cast<uint4 *>(v_stage + box * BN * 128 + (first_row + rem / 8) * 128 +
                                    (rem % 8) * 16) = make_uint4(0, 0, 0, 0);
     }
     ptx::fence_proxy_async_shared();  // generic writes, then wgmma reads
-    ptx::named_barrier_sync(kConsumersBarrier, 128 * Cfg::kConsumers);
+    ptx::named_barrier_sync(kConsumersBarrier, 128 * count);
 }
 
 // Ping-pong: the consumer warpgroups take turns issuing their GEMMs (named
@@ -138,8 +139,17 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
         const int split = split_of(params, idx);
         const KeyTiles keys = split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split);
-        const int n_tiles = keys.count();
-        const int n0 = keys.begin * BN;  // first key of this split
+        // Loop bounds, warp-uniform by construction: with per-consumer key
+        // ranges they are broadcast so the compiler knows it and keeps them in
+        // uniform registers (those key loops have no others to spare).
+        auto uniform = [](int x) {
+            return Cfg::kConsumerKeyRanges ? __shfl_sync(0xffffffffu, x, 0) : x;
+        };
+        const int n_tiles = uniform(keys.count());
+        const int n_mine = Cfg::kConsumerKeyRanges
+                               ? uniform(consumer_tile_count<Cfg>(seq, keys, first_row, shift))
+                               : n_tiles;
+        const int n0 = uniform(keys.begin) * BN;  // first key of this split
         Softmax<Cfg> softmax;
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c)
@@ -152,7 +162,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         };
         ptx::mbarrier_wait(sm.full_q, q_iter & 1);
         if constexpr (Cfg::kQRegSteps > 0) load_q_fragments<Cfg>(qa, q_mine, kk0, tid);
-        if (n_tiles > 0) {
+        if (n_mine > 0) {
             const int s0 = kv_iter % kStages;
             ptx::mbarrier_wait(&sm.full_k[s0], (kv_iter / kStages) & 1);
             turns.mine();
@@ -162,11 +172,11 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             ptx::fence_registers(sacc);
             ptx::mbarrier_arrive(&sm.empty_k[s0]);
             if constexpr (Cfg::kSharedS) share_s<Cfg>(sacc, sm.shared_s, kv_iter & 1, consumer, tid);
-            release_q_early(n_tiles == 1);
+            release_q_early(n_mine == 1);
             softmax.template update<true>(sacc, p, seq, n0, row_base, t, first_row, shift);
             pack_p<kBf16, Cfg>(pa, sacc);
 
-            for (int j = 1; j < n_tiles; ++j) {
+            for (int j = 1; j < n_mine; ++j) {
                 const int it = kv_iter + j;
                 const int s = it % kStages, s_prev = (it - 1) % kStages;
                 // Issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} back to back; the
@@ -181,7 +191,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 ptx::fence_registers(sacc);
                 ptx::mbarrier_arrive(&sm.empty_k[s]);
                 if constexpr (Cfg::kSharedS) share_s<Cfg>(sacc, sm.shared_s, it & 1, consumer, tid);
-                release_q_early(j == n_tiles - 1);
+                release_q_early(j == n_mine - 1);
                 softmax.template update<false>(sacc, p, seq, n0 + j * BN, row_base, t, first_row,
                                                shift);
                 ptx::wgmma_wait<0>();  // P_{j-1}·V_{j-1} is done: O and P may change
@@ -192,15 +202,27 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 pack_p<kBf16, Cfg>(pa, sacc);
             }
 
-            const int it_last = kv_iter + n_tiles - 1;
+            const int it_last = kv_iter + n_mine - 1;
             const int s_last = it_last % kStages;
             ptx::mbarrier_wait(&sm.full_v[s_last], (it_last / kStages) & 1);
             // Only lengths from cu_seqlens_k / seqused_k stop inside a tensor;
             // a page's rows past the sequence hold whatever the cache has.
-            const int tail_keys = seq.len_k - (n0 + (n_tiles - 1) * BN);
+            // Only the block's last tile can hold such rows, and the consumers
+            // that compute it zero them.
+            const int tail_keys = seq.len_k - (n0 + (n_mine - 1) * BN);
             if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
-                                   p.block_table != nullptr))
-                zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, consumer, tid);
+                                   p.block_table != nullptr)) {
+                int rank = consumer, count = Cfg::kConsumers;
+                if (Cfg::kConsumerKeyRanges) rank = count = 0;
+#pragma unroll
+                for (int c = 0; c < Cfg::kConsumers && Cfg::kConsumerKeyRanges; ++c) {
+                    const bool reads = consumer_tile_count<Cfg>(
+                                           seq, keys, m0 + c * Cfg::kConsumerRows, shift) == n_tiles;
+                    rank += reads && c < consumer;
+                    count += reads;
+                }
+                zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, rank, count, tid);
+            }
             turns.mine();
             issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes + v_cols);
             turns.yours();
@@ -211,6 +233,13 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         } else {
             release_q_early(true);
         }
+        // The turns of the tiles this consumer skipped: the other consumers'
+        // ping-pong goes on (n_tiles + 1 turns per block for each).
+        if (n_tiles > 0)
+            for (int k = n_mine > 0 ? n_mine + 1 : 0; k <= n_tiles; ++k) {
+                turns.mine();
+                turns.yours();
+            }
         kv_iter += n_tiles;
 
         // Epilogue: normalize; the output (or this split's partials) and the LSE.

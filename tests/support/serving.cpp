@@ -1053,6 +1053,17 @@ std::vector<ServingCase> paged_hopper_suite() {
     // a long prefill of one sequence: persistent grid, 32-row pages, hd64
     v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 2, 1)
                     .q({1500}).paged(32, {1800}).extra_pages(7).mask(kBottomRight));
+    // hd64's three consumers stop at their own rows' last key tile under a
+    // causal mask; the last tile's V tail is zeroed by those that read it
+    // (one of three at 1000 keys, two at 450, where the third's rows are past
+    // the sequence)
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 4, 2)
+                    .varlen_q({1000, 17, 450, 200}).paged(16, {1000, 17, 450, 200})
+                    .seqused({1000, 17, 450, 200}).mask(FMHA_MASK_CAUSAL_TOP_LEFT));
+    // the same under bottom-right alignment with a cached prefix (chunked prefill)
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 6, 3)
+                    .varlen_q({300, 64, 1}, 3).paged(32, {1300, 100, 700}).seqused({1290, 100, 650})
+                    .mask(kBottomRight));
     return seeded(v, 24000);
 }
 

@@ -22,6 +22,14 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
                  : "memory");
 }
 
+// `count` arrivals at once (on behalf of threads that skip a phase).
+__device__ __forceinline__ void mbarrier_arrive_count(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(bar))),
+                 "r"(count)
+                 : "memory");
+}
+
 // Arrives and announces `bytes` that TMA copies will complete on this phase.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(

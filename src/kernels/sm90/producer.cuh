@@ -81,6 +81,12 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         const int k_row0 = static_cast<int>(seq.k_row0);
         const int qb = q_batch_coord(params.fwd, tile.batch);
         const int kb = k_batch_coord(params.fwd, tile.batch);
+        // Tiles a consumer skips (consumer_tile_count): released for it here.
+        int consumer_tiles[Cfg::kConsumers];
+#pragma unroll
+        for (int c = 0; c < Cfg::kConsumers; ++c)
+            consumer_tiles[c] =
+                consumer_tile_count<Cfg>(seq, keys, m0 + c * Cfg::kConsumerRows, shift);
         if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
         ++q_iter;
         if (leader) {
@@ -100,11 +106,19 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
             if (loads_chunk) chunk = paged_chunk<Cfg>(params, seq, tile.batch, j, lane);
             const int k_row = k_row0 + j * BN;
             if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
+            // This use's phase of the stage's empty barriers has begun (the
+            // last one completed): consumers that skip the tile arrive here.
+            int skipped = 0;
+            if (Cfg::kConsumerKeyRanges && seq.has_hi)
+#pragma unroll
+                for (int c = 0; c < Cfg::kConsumers; ++c) skipped += j - keys.begin >= consumer_tiles[c];
             load_kv_stage<Cfg, kPaged>(params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s],
                                        leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
+            if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_k[s], 128 * skipped);
             if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
             load_kv_stage<Cfg, kPaged>(params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s],
                                        leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
+            if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);
         }
     }
 }

@@ -384,27 +384,29 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
     }
 }
 
-TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys, causal or not",
+TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys (4096 at hd64), causal or not",
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
-    for (fmha_mask mask : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_CAUSAL_BOTTOM_RIGHT})
-        for (int64_t sk : {520, 2048, 2049, 5000}) {
-            Fake &f = fresh_fake(90);
-            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 2048, sk);
-            d.mask = mask;
-            Plan plan;
-            REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
-            const fmha_plan_info i = info_of(plan.p);
-            INFO("mask " << int(mask) << " sk " << sk << ": " << i.kernel_name);
-            REQUIRE(i.kernel_family == FMHA_KERNEL_HOPPER);
-            const fmha_tensors t = fake_tensors();
-            REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
-            fake_cuda_launch l;
-            REQUIRE(f.last_launch(&l) == 1);
-            const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
-            REQUIRE(tiles > 132);  // so the two grids differ
-            CHECK((long long)l.grid[0] == (sk <= 2048 ? 132 : tiles));
-        }
+    for (int32_t hd : {64, 128})
+        for (fmha_mask mask : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_CAUSAL_BOTTOM_RIGHT})
+            for (int64_t sk : {520, 2048, 2049, 4096, 4097, 5000}) {
+                Fake &f = fresh_fake(90);
+                fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, 2048, sk);
+                d.mask = mask;
+                Plan plan;
+                REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+                const fmha_plan_info i = info_of(plan.p);
+                INFO("hd " << hd << " mask " << int(mask) << " sk " << sk << ": " << i.kernel_name);
+                REQUIRE(i.kernel_family == FMHA_KERNEL_HOPPER);
+                const fmha_tensors t = fake_tensors();
+                REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
+                fake_cuda_launch l;
+                REQUIRE(f.last_launch(&l) == 1);
+                const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
+                REQUIRE(tiles > 132);  // so the two grids differ
+                const int64_t bound = hd == 64 ? 4096 : 2048;
+                CHECK((long long)l.grid[0] == (sk <= bound ? 132 : tiles));
+            }
     // A left window bounds every key loop: persistent when a 128-row block
     // sees at most 2048 keys (window + 128).
     for (int32_t left : {-1, 128, 1920, 1921}) {
@@ -669,12 +671,12 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
             Shape sh = shape;
             if (hd == 512) sh.packed = sh.packed512;
             Fake &f = fresh_fake(90);
-            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, sh.sq, 3000);
+            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, sh.sq, 5000);
             d.num_q_heads = sh.heads;
             d.num_kv_heads = sh.kv_heads;
             d.q_strides = d.o_strides = make_layout(Layout::BSHD, d.batch, sh.sq, sh.heads, hd).strides;
             d.k_strides = d.v_strides =
-                make_layout(Layout::BSHD, d.batch, 3000, sh.kv_heads, hd).strides;
+                make_layout(Layout::BSHD, d.batch, 5000, sh.kv_heads, hd).strides;
             d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
             d.kernel = FMHA_KERNEL_HOPPER;
             d.num_splits = 1;  // the split grid is checked below
@@ -716,7 +718,7 @@ TEST_CASE("fake driver: the Hopper kernel packs a short query's heads per KV hea
             REQUIRE(f.last_launch(&l) == 1);
             const long long tiles =
                 (sh.sq * sh.packed + i.tile_m - 1) / i.tile_m * tile_heads * d.batch;
-            CHECK((long long)l.grid[0] == tiles);  // 3000 keys: one CTA per tile
+            CHECK((long long)l.grid[0] == tiles);  // 5000 keys: one CTA per tile
         }
 }
 

@@ -313,7 +313,8 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 
 // Entry points per (dtype, head dim, tile shape), each plain and with score
 // modifiers (`_scoremod`: sliding windows, softcap, sinks); named in
-// launch_sm90.cpp. hd64's narrow-row tile serves windows only.
+// launch_sm90.cpp. hd64's narrow-row tile serves windows only; its row-mask
+// entry point, short causal problems without score modifiers.
 #define FMHA_SM90_ENTRY(name, bf16, d, shape, mods)                                     \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d, shape), 1)       \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
@@ -331,6 +332,7 @@ FMHA_SM90_ENTRIES(bf16, true, 256, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(bf16, true, 512, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(bf16, true, 512, _shared_s, fmha::kSm90SharedS)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64_narrow_scoremod, true, 64, fmha::kSm90NarrowRows, true)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_bf16_hd64_rowmask, true, 64, fmha::kSm90RowMasks, false)
 FMHA_SM90_ENTRIES(fp16, false, 64, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 96, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 128, , fmha::kSm90Default)
@@ -339,3 +341,4 @@ FMHA_SM90_ENTRIES(fp16, false, 256, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 512, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 512, _shared_s, fmha::kSm90SharedS)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_narrow_scoremod, false, 64, fmha::kSm90NarrowRows, true)
+FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_rowmask, false, 64, fmha::kSm90RowMasks, false)

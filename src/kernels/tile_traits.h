@@ -77,12 +77,15 @@ constexpr Sm90Tile kSm90WideTile{128, 192, 2, 2, 128, false, 0};
 
 // Tile shapes besides a head dim's default: hd128's wide key tile (above),
 // hd64's 128-row tile for narrow windows, where a 192-row block sees 64
-// more keys per row than its rows can use (h8), and hd512's shared S (below).
+// more keys per row than its rows can use (h8), hd512's shared S (below),
+// and hd64's default tile compiled to mask with per-row column bounds
+// (short causal prefill, h15).
 enum Sm90Shape : int {
     kSm90Default = 0,
     kSm90WideKeys = 1,
     kSm90NarrowRows = 2,
-    kSm90SharedS = 3
+    kSm90SharedS = 3,
+    kSm90RowMasks = 4
 };
 
 // hd512: a warpgroup cannot hold 64 rows of O (64 x 512 fp32), so both

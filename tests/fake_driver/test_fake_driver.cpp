@@ -384,6 +384,51 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
     }
 }
 
+TEST_CASE("fake driver: hd64 causal prefill up to 2048 keys takes the row-mask entry point",
+          "[cpu][fake-driver][plan]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Case {
+        fmha_dtype dtype;
+        int64_t hd, sk;
+        fmha_mask mask;
+        float softcap;
+        const char *kernel;  // expected
+    };
+    const Case cases[] = {
+        {FMHA_DTYPE_BF16, 64, 512, FMHA_MASK_CAUSAL_TOP_LEFT, 0, "fmha_fwd_sm90_bf16_hd64_rowmask"},
+        {FMHA_DTYPE_BF16, 64, 2048, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, 0, "fmha_fwd_sm90_bf16_hd64_rowmask"},
+        {FMHA_DTYPE_FP16, 64, 1024, FMHA_MASK_CAUSAL_TOP_LEFT, 0, "fmha_fwd_sm90_fp16_hd64_rowmask"},
+        {FMHA_DTYPE_BF16, 64, 2049, FMHA_MASK_CAUSAL_TOP_LEFT, 0, "fmha_fwd_sm90_bf16_hd64"},
+        {FMHA_DTYPE_BF16, 64, 1024, FMHA_MASK_NONE, 0, "fmha_fwd_sm90_bf16_hd64"},
+        // Score modifiers: the default tile's scoremod entry masks by rows already.
+        {FMHA_DTYPE_BF16, 64, 1024, FMHA_MASK_CAUSAL_TOP_LEFT, 30, "fmha_fwd_sm90_bf16_hd64_scoremod"},
+        {FMHA_DTYPE_BF16, 128, 1024, FMHA_MASK_CAUSAL_TOP_LEFT, 0, "fmha_fwd_sm90_bf16_hd128"},
+    };
+    for (const Case &c : cases) {
+        Fake &f = fresh_fake(90);
+        fmha_descriptor d = make_desc(c.dtype, c.hd, Layout::BSHD, c.sk, c.sk);
+        d.mask = c.mask;
+        d.softcap = c.softcap;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        Plan plan;
+        INFO("hd " << c.hd << " sk " << c.sk << " mask " << int(c.mask) << " softcap " << c.softcap);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(std::string(i.kernel_name) == c.kernel);
+        if (c.hd == 64) {  // the same 192-row tile either way
+            CHECK(i.tile_m == 192);
+            CHECK(i.threads_per_cta == 512);
+        }
+        const fmha_tensors t = fake_tensors();
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        CHECK(std::string(l.kernel) == c.kernel);
+        CHECK(l.block[0] == static_cast<unsigned>(i.threads_per_cta));
+        CHECK(l.shared_bytes == static_cast<unsigned>(i.shared_memory_bytes));
+    }
+}
+
 TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys (4096 at hd64), causal or not",
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");

@@ -22,9 +22,10 @@ struct Config {
     // Masked tiles take per-row column bounds (softmax.cuh), except in the
     // plain wide tile, whose register budget they exceed (38-byte spill), and
     // the plain hd64 kernel, where they measured -2 to -3% at 4k-8k keys
-    // (+4 to +7% at 512-1024; kernel-notes h7).
+    // (+4 to +7% at 512-1024; kernel-notes h7, h15): its short causal
+    // problems take the kSm90RowMasks entry point instead.
     static constexpr bool kRowMaskBounds =
-        kWithScoreMods || (kShape != kSm90WideKeys && D != 64);
+        kWithScoreMods || kShape == kSm90RowMasks || (kShape != kSm90WideKeys && D != 64);
     static constexpr Sm90Tile kTile = sm90_tile(D, kShape);
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;

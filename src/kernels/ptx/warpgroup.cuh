@@ -46,6 +46,16 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Stores four 8x8 16-bit matrices of a warp: register i of lane l holds row
+// l / 4, columns 2 (l % 4) and + 1 of matrix i (the mma accumulator layout);
+// lane l gives the shared address of row l % 8 of matrix l / 8 (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
 // 64-bit shared-memory matrix descriptor for wgmma, 128-byte swizzle.
 // `lbo`/`sbo` are byte offsets: for K-major operands sbo is the distance
 // between 8-row groups; for MN-major ones lbo steps 64-element column blocks

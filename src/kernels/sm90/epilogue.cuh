@@ -90,7 +90,7 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
     constexpr int BM = Cfg::BM;
     const FwdParams &p = params.fwd;
     const int shift = params.group_shift;
-    const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+    const int warp = tid / 32, t = tid % 4;
     if constexpr (Cfg::kSeparateO) {
         // The previous tile's store must have read the buffer.
         if (tid == 0) ptx::tma_store_wait_read();
@@ -102,17 +102,28 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
         ptx::named_barrier_sync(kConsumersBarrier, 128 * Cfg::kConsumers);
     }
     uint8_t *o_cols = o_mine + (col0 / 64) * BM * 128;  // box of the first owned column
+    // stmatrix: each instruction stores 16 rows x 16 columns of the warp,
+    // one 16-byte chunk per row and 8x8 matrix, so the swizzle keeps every
+    // 8-row phase on distinct banks (4-byte stores conflicted 1.8-way and
+    // cost hd128 s512 4.5%, kernel-notes h16). Lane l addresses row l % 8
+    // (+ 8 for odd l / 8) of column block l / 16.
+    {
+        const int lane = tid % 32;
+        const int r = warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+        const uint32_t row_addr =
+            static_cast<uint32_t>(__cvta_generic_to_shared(o_cols)) + r * 128;
 #pragma unroll
-    for (int c = 0; c < Cfg::kOChunks; ++c) {
+        for (int c = 0; c < Cfg::kOChunks; ++c) {
 #pragma unroll
-        for (int i = 0; i < Cfg::kORegs; i += 2) {
-            const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 2 * t;  // from col0
-            const int half = (i % 4) / 2;
-            const int r = warp * 16 + g + 8 * half;
-            uint8_t *dst = o_cols + (col / 64) * BM * 128 + r * 128 +
-                           ((((col % 64) / 8) ^ (r % 8)) << 4) + 4 * t;
-            *reinterpret_cast<uint32_t *>(dst) =
-                Elem<kBf16>::pack(o[c][i] * inv[half], o[c][i + 1] * inv[half]);
+            for (int i = 0; i < Cfg::kORegs; i += 8) {  // two 8-column blocks
+                const int col = c * Cfg::kOChunkN + (i / 4) * 8 + 8 * (lane / 16);  // from col0
+                const uint32_t dst =
+                    row_addr + (col / 64) * BM * 128 + ((((col % 64) / 8) ^ (r % 8)) << 4);
+                ptx::stmatrix_x4(dst, Elem<kBf16>::pack(o[c][i] * inv[0], o[c][i + 1] * inv[0]),
+                                 Elem<kBf16>::pack(o[c][i + 2] * inv[1], o[c][i + 3] * inv[1]),
+                                 Elem<kBf16>::pack(o[c][i + 4] * inv[0], o[c][i + 5] * inv[0]),
+                                 Elem<kBf16>::pack(o[c][i + 6] * inv[1], o[c][i + 7] * inv[1]));
+            }
         }
     }
     if (p.cu_seqlens_q == nullptr) {

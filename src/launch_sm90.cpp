@@ -106,7 +106,9 @@ int64_t keys_per_block(const Problem &p, int64_t positions) {
 // per CTA was faster. hd64's 192-row blocks are the fewest per head, so one
 // CTA per block pays its fill and epilogue most: its grid stays persistent
 // up to 4096 keys (h14: +3.9% full, +2.8% causal at s4096; hd256 causal lost
-// 1.5% with the same bound). A left window makes every key loop short
+// 1.5% with the same bound). So does hd128's, on its 128-key tile rather than
+// the wide one (h17: +4.5% full, +5.1% causal at s4096; the wide tile on a
+// persistent grid lost 3-34% on causal rows of 8192-16384 keys). A left window makes every key loop short
 // whatever seqlen_k (h6, B1 H32/8 S8192 causal: windows of 128-1024 keys ran
 // 1.33-1.59x faster with this grid and the 128-key tile together).
 // The FMHA_SM90_TUNE_* macros override the bounds for tuning runs only.
@@ -120,9 +122,14 @@ constexpr int64_t kSm90PersistentMaxKeysHd64 = FMHA_SM90_TUNE_PERSISTENT_MAX_KEY
 #else
 constexpr int64_t kSm90PersistentMaxKeysHd64 = 4096;
 #endif
+// hd128: the wide tile's bound (tile_traits.h), so the persistent grid always
+// runs the 128-key tile, whose O has its own buffer.
+constexpr int64_t kSm90PersistentMaxKeysHd128 = kSm90WideKeysAbove;
 
 bool use_persistent_grid(const Problem &p) {
-    const int64_t bound = p.head_dim == 64 ? kSm90PersistentMaxKeysHd64 : kSm90PersistentMaxKeys;
+    const int64_t bound = p.head_dim == 64    ? kSm90PersistentMaxKeysHd64
+                        : p.head_dim == 128 ? kSm90PersistentMaxKeysHd128
+                                            : kSm90PersistentMaxKeys;
     return keys_per_block(p, 128) <= bound;
 }
 
@@ -208,8 +215,8 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
 // features, h6), a 4096-key window ran 7% faster on the 128-key tile, so
 // windowed loops take the wide tile only from twice the length.
 bool sm90_wide_keys(const Problem &p) {
-    const int64_t from = window_keys(p) < 0 ? kSm90WideKeysFrom : 2 * kSm90WideKeysFrom;
-    return keys_per_block(p, 128) >= from;
+    const int64_t keys = keys_per_block(p, 128);
+    return window_keys(p) < 0 ? keys > kSm90WideKeysAbove : keys >= 2 * kSm90WideKeysAbove;
 }
 
 // hd64 under a narrow left window takes 128-row blocks: a 192-row block sees

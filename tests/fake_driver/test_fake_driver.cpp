@@ -265,7 +265,7 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
           "[cpu][fake-driver][plan]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     for (int64_t hd : {64, 96, 128, 256})
-        for (int64_t sk : {4095, 4096, 9000}) {
+        for (int64_t sk : {4095, 4096, 4097, 9000}) {
             fresh_fake(90);
             Plan plan;
             REQUIRE(create(plan, make_desc(FMHA_DTYPE_FP16, hd, Layout::BSHD, 300, sk)) ==
@@ -273,7 +273,7 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
             const fmha_plan_info i = info_of(plan.p);
             INFO("hd " << hd << " sk " << sk << ": " << i.kernel_name);
             REQUIRE(i.kernel_family == FMHA_KERNEL_HOPPER);
-            const bool wide = hd == 128 && sk >= 4096;
+            const bool wide = hd == 128 && sk > 4096;
             CHECK((std::string(i.kernel_name).find("_wide") != std::string::npos) == wide);
             CHECK(i.tile_n == (wide ? 192 : hd == 256 ? 80 : 128));
         }
@@ -324,7 +324,7 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
                 const std::string name = i.kernel_name;
                 CHECK((name.find("_scoremod") != std::string::npos) == sh.scoremod);
                 // A left window shortens every key loop: no wide tile.
-                CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk >= 4096 && sh.left < 0));
+                CHECK((name.find("_wide") != std::string::npos) == (hd == 128 && sk > 4096 && sh.left < 0));
                 // hd64 under a narrow window: 128-row blocks.
                 CHECK((name.find("_narrow") != std::string::npos) == (hd == 64 && sh.left >= 0));
             }
@@ -357,14 +357,14 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
         INFO("window_left " << left << ": " << i.kernel_name);
         CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
     }
-    // hd128's wide tile: from 4096 keys without a left window, from 8192 keys
+    // hd128's wide tile: above 4096 keys without a left window, from 8192 keys
     // a block sees (window_left + 128) with one.
     struct WideCase {
         int64_t sk;
         int32_t left;
         bool wide;
     };
-    for (const WideCase &w : {WideCase{4096, -1, true}, WideCase{4095, -1, false},
+    for (const WideCase &w : {WideCase{4097, -1, true}, WideCase{4096, -1, false},
                               WideCase{16384, 4096, false}, WideCase{16384, 8063, false},
                               WideCase{16384, 8064, true}, WideCase{8192, 8192, true}}) {
         const std::string name =
@@ -429,10 +429,10 @@ TEST_CASE("fake driver: hd64 causal prefill up to 2048 keys takes the row-mask e
     }
 }
 
-TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys (4096 at hd64), causal or not",
+TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys (4096 at hd64 and hd128), causal or not",
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
-    for (int32_t hd : {64, 128})
+    for (int32_t hd : {64, 128, 256})
         for (fmha_mask mask : {FMHA_MASK_NONE, FMHA_MASK_CAUSAL_TOP_LEFT, FMHA_MASK_CAUSAL_BOTTOM_RIGHT})
             for (int64_t sk : {520, 2048, 2049, 4096, 4097, 5000}) {
                 Fake &f = fresh_fake(90);
@@ -449,12 +449,12 @@ TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys (4096 at h
                 REQUIRE(f.last_launch(&l) == 1);
                 const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
                 REQUIRE(tiles > 132);  // so the two grids differ
-                const int64_t bound = hd == 64 ? 4096 : 2048;
+                const int64_t bound = hd == 64 || hd == 128 ? 4096 : 2048;
                 CHECK((long long)l.grid[0] == (sk <= bound ? 132 : tiles));
             }
     // A left window bounds every key loop: persistent when a 128-row block
-    // sees at most 2048 keys (window + 128).
-    for (int32_t left : {-1, 128, 1920, 1921}) {
+    // sees at most 4096 keys (window + 128).
+    for (int32_t left : {-1, 128, 3968, 3969}) {
         Fake &f = fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 8192, 8192);
         d.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
@@ -469,7 +469,7 @@ TEST_CASE("fake driver: the Hopper grid is persistent up to 2048 keys (4096 at h
         REQUIRE(f.last_launch(&l) == 1);
         const long long tiles = (d.seqlen_q + i.tile_m - 1) / i.tile_m * d.num_q_heads * d.batch;
         INFO("window_left " << left << ": " << i.kernel_name);
-        CHECK((long long)l.grid[0] == (left >= 0 && left <= 1920 ? 132 : tiles));
+        CHECK((long long)l.grid[0] == (left >= 0 && left <= 3968 ? 132 : tiles));
         // and the key loop is short: hd128 keeps its 128-key tile.
         CHECK((std::string(i.kernel_name).find("_wide") == std::string::npos) == (left >= 0));
     }
@@ -827,7 +827,7 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         int64_t hd, sk;
         int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: Hopper declines)
     };
-    // Key tiles: hd64 and hd128 128 keys, hd128 from 4096 keys 192, hd256 80.
+    // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
     const Shape shapes[] = {{128, 3000, 16, 16}, {128, 3000, 64, 64},   {128, 3000, 256, 64},
                             {128, 5000, 128, 64}, {128, 5000, 48, 16},  {64, 3000, 32, 32},
                             {256, 3000, 64, 16}, {96, 3000, 16, 16},    {128, 3000, 8, 0},

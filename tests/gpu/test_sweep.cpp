@@ -72,6 +72,8 @@ std::vector<Case> sweep_cases(fmha_kernel_family kernel) {
         {FMHA_DTYPE_FP16, 64, FMHA_MASK_NONE, 2, Layout::SLICED, 4097, 4097},
         {FMHA_DTYPE_BF16, 128, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, 8, Layout::BHSD, 4097, 1000},
         {FMHA_DTYPE_FP16, 64, FMHA_MASK_CAUSAL_TOP_LEFT, 1, Layout::BSHD, 1000, 4097},
+        // hd128's persistent grid at its 4096-key bound (128-key tile).
+        {FMHA_DTYPE_BF16, 128, FMHA_MASK_CAUSAL_TOP_LEFT, 2, Layout::BSHD, 4096, 4096},
         // hd128's wide (192-key) tile: tails of 1, 95 and 191 keys.
         {FMHA_DTYPE_BF16, 128, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, 2, Layout::SLICED, 700, 4609},
         {FMHA_DTYPE_FP16, 128, FMHA_MASK_NONE, 1, Layout::BHSD, 333, 4703},

@@ -87,25 +87,16 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
         for (int c = 0; c < Cfg::kConsumers; ++c)
             consumer_tiles[c] =
                 consumer_tile_count<Cfg>(seq, keys, m0 + c * Cfg::kConsumerRows, shift);
-        auto load_q = [&] {
-            if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
-            ++q_iter;
-            if (leader) {
-                // Groups wider than a box (hd512, P = 128) start a box inside one.
-                const int group_row = Cfg::kMaxGroup > 64 ? m0 & ((1 << shift) - 1) : 0;
-                ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
-                for (int b = 0; b < Cfg::kBoxes; ++b)
-                    ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64,
-                                     group_row, q_row, tile.head, qb);
-            }
-        };
-        // Where O is staged over Q, Q frees only once the previous block's O
-        // is stored: the first stages of K and V (freed earlier) load first,
-        // under that block's epilogue (h18). Elsewhere Q frees at the last
-        // S GEMM and loads first.
-        const bool q_after_stages = !Cfg::kSeparateO && q_iter > 0;
-        const int q_after_tile = min(keys.begin + kStages, keys.end) - 1;
-        if (!q_after_stages || keys.count() == 0) load_q();
+        if (q_iter > 0) ptx::mbarrier_wait(sm.empty_q, (q_iter - 1) & 1);
+        ++q_iter;
+        if (leader) {
+            // Groups wider than a box (hd512, P = 128) start a box inside one.
+            const int group_row = Cfg::kMaxGroup > 64 ? m0 & ((1 << shift) - 1) : 0;
+            ptx::mbarrier_arrive_expect_tx(sm.full_q, Cfg::kQBytes);
+            for (int b = 0; b < Cfg::kBoxes; ++b)
+                ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, group_row,
+                                 q_row, tile.head, qb);
+        }
         for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;
             const int use = kv_iter / kStages;
@@ -128,7 +119,6 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
             load_kv_stage<Cfg, kPaged>(params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s],
                                        leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
             if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);
-            if (q_after_stages && j == q_after_tile) load_q();
         }
     }
 }

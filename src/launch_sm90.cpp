@@ -107,10 +107,11 @@ int64_t keys_per_block(const Problem &p, int64_t positions) {
 // CTA per block pays its fill and epilogue most: its grid stays persistent
 // up to 4096 keys (h14: +3.9% full, +2.8% causal at s4096; hd256 causal lost
 // 1.5% with the same bound). So does hd128's, on its 128-key tile rather than
-// the wide one (h17: +4.5% full, +5.1% causal at s4096; the wide tile on a
-// persistent grid lost 3-34% on causal rows of 8192-16384 keys). A left window makes every key loop short
-// whatever seqlen_k (h6, B1 H32/8 S8192 causal: windows of 128-1024 keys ran
-// 1.33-1.59x faster with this grid and the 128-key tile together).
+// the wide one (h17: +4.2% full, +5.9% causal at s4096; the wide tile on a
+// persistent grid lost 3-34% on causal rows of 8192-16384 keys). A left
+// window makes every key loop short whatever seqlen_k (h6, B1 H32/8 S8192
+// causal: windows of 128-1024 keys ran 1.33-1.59x faster with this grid and
+// the 128-key tile together).
 // The FMHA_SM90_TUNE_* macros override the bounds for tuning runs only.
 #ifdef FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS
 constexpr int64_t kSm90PersistentMaxKeys = FMHA_SM90_TUNE_PERSISTENT_MAX_KEYS;

@@ -134,6 +134,17 @@ fmha_plan_info info_of(const fmha_plan *p) {
     return i;
 }
 
+// The last launch of a run, checked against what the plan reports: the
+// kernel it names, its threads and its shared memory.
+fake_cuda_launch launch_as_planned(Fake &f, const fmha_plan_info &i) {
+    fake_cuda_launch l;
+    REQUIRE(f.last_launch(&l) == 1);
+    CHECK(std::string(l.kernel) == i.kernel_name);
+    CHECK(l.block[0] == static_cast<unsigned>(i.threads_per_cta));
+    CHECK(l.shared_bytes == static_cast<unsigned>(i.shared_memory_bytes));
+    return l;
+}
+
 std::string expected_portable_name(fmha_dtype dt, int64_t hd) {
     return std::string("fmha_fwd_portable_") + (dt == FMHA_DTYPE_BF16 ? "bf16" : "fp16") + "_hd" +
            std::to_string(hd);
@@ -345,10 +356,7 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
         CHECK(i.threads_per_cta == (narrow ? 384 : 512));
         const fmha_tensors t = fake_tensors();
         REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
-        fake_cuda_launch l;
-        REQUIRE(f.last_launch(&l) == 1);
-        CHECK(std::string(l.kernel) == i.kernel_name);
-        CHECK(l.block[0] == static_cast<unsigned>(i.threads_per_cta));
+        launch_as_planned(f, i);
     }
     // AUTO keeps windows of any width on the Hopper kernel (measured, h6: it
     // beat the portable kernel from 32-key windows, 1.09x, to 1024, 2.5x).
@@ -421,11 +429,7 @@ TEST_CASE("fake driver: hd64 causal prefill up to 2048 keys takes the row-mask e
         }
         const fmha_tensors t = fake_tensors();
         REQUIRE(fmha_run(plan.p, &t, fake_workspace(), 0, nullptr) == FMHA_STATUS_SUCCESS);
-        fake_cuda_launch l;
-        REQUIRE(f.last_launch(&l) == 1);
-        CHECK(std::string(l.kernel) == c.kernel);
-        CHECK(l.block[0] == static_cast<unsigned>(i.threads_per_cta));
-        CHECK(l.shared_bytes == static_cast<unsigned>(i.shared_memory_bytes));
+        launch_as_planned(f, i);
     }
 }
 
@@ -991,11 +995,7 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                     CHECK(after.calls_in_run_not_allowed == 0);
                     CHECK(after.launches == before.launches + (splits > 1 ? 2 : 1));
                     if (splits == 1) {
-                        fake_cuda_launch l;
-                        REQUIRE(f.last_launch(&l) == 1);
-                        CHECK(std::string(l.kernel) == i.kernel_name);
-                        CHECK(int(l.shared_bytes) == i.shared_memory_bytes);
-                        CHECK(l.block[0] == unsigned(i.threads_per_cta));
+                        const fake_cuda_launch l = launch_as_planned(f, i);
                         // (split, 16-row tiles x KV heads, batch): 1 row x 4 heads per KV head.
                         CHECK(l.grid[0] == 1u);
                         CHECK(l.grid[1] == 2u);

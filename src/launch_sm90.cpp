@@ -194,6 +194,9 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     params.total_tiles = static_cast<int32_t>(tiles);
     params.persistent = c.num_splits == 1 && use_persistent_grid(p);
     params.head_group = params.persistent ? persistent_head_group(p, params.tile_heads) : 0;
+    params.div_tiles_per_split = make_fast_divide(params.tiles_per_split);
+    params.tile_div =
+        make_tile_divisors(params.fwd.num_m_blocks, params.tile_heads, params.head_group);
     const SplitPartials parts = split_partials(p, c.num_splits, workspace);
     params.partial_o = parts.o;
     params.partial_lse = parts.lse;

@@ -130,7 +130,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
     for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride, ++q_iter) {
-        const Tile tile = decode_tile(params, idx);
+        const Tile tile = decode_tile<Cfg::kFastTileDecode>(params, idx);
         const Sequence seq = sequence_of(p, tile.batch);
         const int m0 = tile.m_block * BM;
         if (m0 >= tile_rows(seq, shift)) {  // as the producer: skipped without a barrier phase
@@ -139,7 +139,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         }
         const int first_row = m0 + row_offset;
         const int row_base = first_row + warp * 16 + g;  // this thread's rows: +0, +8
-        const int split = split_of(params, idx);
+        const int split = split_of<Cfg::kFastTileDecode>(params, idx);
         const KeyTiles keys = split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split);
         // Loop bounds, warp-uniform by construction: with per-consumer key
         // ranges they are broadcast so the compiler knows it and keeps them in

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "kernels/fast_divide.h"
+#include "kernels/tile_order.h"
 
 namespace fmha {
 
@@ -145,6 +146,8 @@ struct Sm90Params {
     // kernel merges. num_splits 1: O and LSE directly, partials null.
     int32_t tiles_per_split;
     int32_t num_splits;
+    FastDivide div_tiles_per_split;  // reciprocals of the tile order's divisors
+    TileDivisors tile_div;
     float *partial_o;
     float *partial_lse;
     int64_t q_rows;

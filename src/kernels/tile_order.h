@@ -3,6 +3,7 @@
 // every order visits each tile exactly once.
 #pragma once
 
+#include "kernels/fast_divide.h"
 #include "kernels/tile_traits.h"  // FMHA_HOST_DEVICE
 
 namespace fmha {
@@ -34,6 +35,47 @@ FMHA_HOST_DEVICE inline TileCoord sm90_tile_coord(int idx, int num_m_blocks, int
         bh = idx / num_m_blocks;
     }
     return TileCoord{num_m_blocks - 1 - m_rank, bh % num_q_heads, bh / num_q_heads};
+}
+
+// The same order with the divisors of the common case as multiply-shift
+// reciprocals: the kernel decodes a tile at every block boundary, where each
+// integer division is ~20 dependent instructions (no hardware divider). Only
+// the last, smaller head group of a causal order divides the slow way.
+struct TileDivisors {
+    FastDivide m_blocks;     // num_m_blocks
+    FastDivide heads;        // num_q_heads (tile heads)
+    FastDivide group;        // head_group (when > 0)
+    FastDivide group_tiles;  // head_group x num_m_blocks (when head_group > 0)
+};
+
+inline TileDivisors make_tile_divisors(int num_m_blocks, int num_q_heads, int head_group) {
+    return TileDivisors{make_fast_divide(num_m_blocks), make_fast_divide(num_q_heads),
+                        make_fast_divide(head_group > 0 ? head_group : 1),
+                        make_fast_divide(head_group > 0 ? head_group * num_m_blocks : 1)};
+}
+
+FMHA_HOST_DEVICE inline TileCoord sm90_tile_coord(int idx, int num_m_blocks, int num_q_heads,
+                                                  int batch, int head_group,
+                                                  const TileDivisors &div) {
+    int m_rank, bh;
+    if (head_group > 0) {
+        const int group = fast_divide(idx, div.group_tiles);
+        const int within = idx - group * head_group * num_m_blocks;
+        const int bh0 = group * head_group;
+        const int left = num_q_heads * batch - bh0;
+        if (head_group <= left) {
+            m_rank = fast_divide(within, div.group);
+            bh = bh0 + within - m_rank * head_group;
+        } else {
+            m_rank = within / left;
+            bh = bh0 + within % left;
+        }
+    } else {
+        bh = fast_divide(idx, div.m_blocks);
+        m_rank = idx - bh * num_m_blocks;
+    }
+    const int batch_of = fast_divide(bh, div.heads);
+    return TileCoord{num_m_blocks - 1 - m_rank, bh - batch_of * num_q_heads, batch_of};
 }
 
 // Split-KV: the key tiles [begin, end) of a query block's n_tiles that split

@@ -48,6 +48,42 @@ TEST_CASE("Hopper tile orders visit every tile once, longest blocks first", "[cp
     }
 }
 
+TEST_CASE("Hopper tile order: the kernel's reciprocal divisors give the same tiles",
+          "[cpu][tile-order]") {
+    struct Shape {
+        int m_blocks, heads, batch;
+    } shapes[] = {{1, 1, 1},   {3, 32, 32}, {6, 32, 16}, {11, 32, 8}, {16, 16, 8},
+                  {43, 5, 3},  {4, 8, 32},  {1, 64, 3}, {128, 1, 1}, {7, 3, 100}};
+    for (const Shape &s : shapes) {
+        const int pairs = s.heads * s.batch;
+        const int total = s.m_blocks * pairs;
+        for (int group : {0, 1, 2, 3, 7, 8, 32, pairs}) {
+            if (group > pairs) continue;
+            INFO("m_blocks " << s.m_blocks << " heads " << s.heads << " batch " << s.batch
+                             << " head_group " << group);
+            const fmha::TileDivisors div = fmha::make_tile_divisors(s.m_blocks, s.heads, group);
+            int differ = 0;
+            for (int idx = 0; idx < total; ++idx) {
+                const fmha::TileCoord a = fmha::sm90_tile_coord(idx, s.m_blocks, s.heads, s.batch, group);
+                const fmha::TileCoord b =
+                    fmha::sm90_tile_coord(idx, s.m_blocks, s.heads, s.batch, group, div);
+                differ += a.m_block != b.m_block || a.head != b.head || a.batch != b.batch;
+            }
+            CHECK(differ == 0);
+        }
+    }
+    // Near the int32 limit of a split's tiles: the reciprocals stay exact.
+    const int m_blocks = 1 << 14, heads = 128, batch = (1 << 30) / (m_blocks * heads) * 2 - 1;
+    const fmha::TileDivisors div = fmha::make_tile_divisors(m_blocks, heads, 0);
+    for (int idx : {0, 1, m_blocks - 1, m_blocks, m_blocks * heads - 1, m_blocks * heads * (batch - 1),
+                    m_blocks * heads * batch - 1}) {
+        const fmha::TileCoord a = fmha::sm90_tile_coord(idx, m_blocks, heads, batch, 0);
+        const fmha::TileCoord b = fmha::sm90_tile_coord(idx, m_blocks, heads, batch, 0, div);
+        INFO("idx " << idx);
+        CHECK((a.m_block == b.m_block && a.head == b.head && a.batch == b.batch));
+    }
+}
+
 TEST_CASE("Hopper split-KV: the splits cover a block's key tiles once, in order",
           "[cpu][tile-order]") {
     for (int n_tiles : {0, 1, 2, 3, 7, 16, 43, 171, 1000})

@@ -50,6 +50,13 @@ struct Config {
     // causal rows and lost 1% on full ones; hd128's consumers almost always
     // end on the same tile (kernel-notes h13).
     static constexpr bool kConsumerKeyRanges = !kSplitD && BM - kConsumerRows >= BN;
+    // Tiles decoded at each block boundary by multiply-shift reciprocals
+    // (TileDivisors) instead of integer divisions: hd64 +1-5% at 512-2048
+    // keys, windows +2-6%. The plain 128-key-tile hd96/hd128 kernels and hd512
+    // keep the divisions: there the change reorders the softmax's SASS
+    // schedule in the key loop and cost 1-1.5% at 1k-4k keys (kernel-notes h20).
+    static constexpr bool kFastTileDecode =
+        kWithScoreMods || D == 64 || D == 256 || kShape == kSm90WideKeys;
     // kSm90SharedS: each consumer computes S over its half of the head dim.
     static constexpr bool kSharedS = kTile.smem_shared_s_bytes > 0;
     static constexpr int kSSteps = Dp / 16 / (kSharedS ? kConsumers : 1);  // S k-steps per consumer

@@ -70,13 +70,13 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
     for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride) {
-        const Tile tile = decode_tile(params, idx);
+        const Tile tile = decode_tile<Cfg::kFastTileDecode>(params, idx);
         const Sequence seq = sequence_of(params.fwd, tile.batch);
         const int m0 = tile.m_block * BM;
         if (m0 >= tile_rows(seq, shift)) continue;  // past a shorter sequence of a varlen batch
         const int kv_head = kv_head_of(params, tile);
-        const KeyTiles keys =
-            split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift), split_of(params, idx));
+        const KeyTiles keys = split_key_tiles(params, key_tiles<Cfg>(seq, m0, shift),
+                                              split_of<Cfg::kFastTileDecode>(params, idx));
         const int q_row = static_cast<int>(seq.q_row0) + (m0 >> shift);
         const int k_row0 = static_cast<int>(seq.k_row0);
         const int qb = q_batch_coord(params.fwd, tile.batch);

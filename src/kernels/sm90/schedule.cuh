@@ -13,10 +13,22 @@ namespace fmha::sm90 {
 // tile once.
 using Tile = TileCoord;
 
+// kFast (Config::kFastTileDecode): the divisions by multiply-shift
+// reciprocals computed on the host (TileDivisors); else integer divisions.
+template <bool kFast>
+__device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
+    return kFast ? fast_divide(idx, params.div_tiles_per_split) : idx / params.tiles_per_split;
+}
+
+template <bool kFast>
 __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
     const FwdParams &p = params.fwd;
-    return sm90_tile_coord(idx % params.tiles_per_split, p.num_m_blocks, params.tile_heads,
-                           p.batch, params.head_group);
+    if constexpr (!kFast)
+        return sm90_tile_coord(idx % params.tiles_per_split, p.num_m_blocks, params.tile_heads,
+                               p.batch, params.head_group);
+    const int in_split = idx - split_of<true>(params, idx) * params.tiles_per_split;
+    return sm90_tile_coord(in_split, p.num_m_blocks, params.tile_heads, p.batch,
+                           params.head_group, params.tile_div);
 }
 
 // Packed tiles: query head of tile row `row`, or -1 for a row that pads the
@@ -31,10 +43,6 @@ __device__ __forceinline__ int head_of_row(const Sm90Params &params, const Tile 
 // The KV head a tile reads: tiles walk KV heads when query heads are packed.
 __device__ __forceinline__ int kv_head_of(const Sm90Params &params, const Tile &tile) {
     return params.group_shift > 0 ? tile.head : tile.head / params.fwd.q_heads_per_kv;
-}
-
-__device__ __forceinline__ int split_of(const Sm90Params &params, int idx) {
-    return idx / params.tiles_per_split;
 }
 
 // Split `split`'s share of a query block's key tiles.

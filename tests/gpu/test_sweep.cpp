@@ -270,6 +270,42 @@ TEST_CASE("sliding windows, softcap and sinks", "[gpu][features]") {
     if (kernel == FMHA_KERNEL_HOPPER) CHECK(st.unsupported == 0);
 }
 
+// Keys whose magnitude grows along the sequence, so a row's running max
+// rises tile after tile, by more and by less than the 2^8 a Hopper kernel
+// with lazy rescaling (Config::kLazyRescale: hd256, hd512) lets it lag:
+// both the kept-max and the rescale paths run, mixed within rows.
+std::vector<Case> growth_cases(fmha_kernel_family kernel) {
+    const Lengths lens[] = {{600, 600}, {17, 4097}, {200, 2000}};
+    const float growths[] = {0.03f, 0.005f};
+    std::vector<int64_t> head_dims = {64, 128, 256};
+    // head_dim 512 prefill runs on the Hopper kernel only.
+    if (current_device_sm() == 90 && (kernel == FMHA_KERNEL_AUTO || kernel == FMHA_KERNEL_HOPPER))
+        head_dims.push_back(512);
+    std::vector<Case> cases;
+    uint64_t i = 9000;
+    for (int64_t hd : head_dims)
+        for (const Lengths &len : lens)
+            for (float growth : growths) {
+                Case c = dense_case(kDtypes[i % 2], hd, 1, 8, hd == 512 ? 1 : 2, len.q, len.k);
+                c.mask = kMasks[i % 3];
+                c.layout = kLayouts[i % 3];
+                c.key_growth = growth;
+                c.kernel = kernel;
+                c.seed = case_seed(base_seed(), i++);
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+TEST_CASE("growing logits: the running max jumps by more and less than 2^8", "[gpu][growth]") {
+    FMHA_GPU_TEST_PROLOGUE();
+    const fmha_kernel_family kernel = test_kernel_family();
+    SweepStats st = run_cases("growth", growth_cases(kernel));
+    CHECK_FALSE(st.aborted);
+    CHECK(st.failed == 0);
+    CHECK(st.run > 0);
+}
+
 // Small cases of every dtype, mask and head dim, for compute-sanitizer
 // (memcheck, racecheck): run with  fmha_test_gpu "[sanitize]".
 TEST_CASE("sanitizer subset", "[gpu][sanitize]") {

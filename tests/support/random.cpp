@@ -21,15 +21,17 @@ uint64_t case_seed(uint64_t base, uint64_t index) {
 
 std::vector<uint16_t> random_tensor(const TensorLayout &layout, int64_t batch, int64_t seqlen,
                                     int64_t heads, int64_t head_dim, fmha_dtype dtype,
-                                    std::mt19937_64 &rng) {
+                                    std::mt19937_64 &rng, float row_growth) {
     std::vector<uint16_t> out(layout.alloc_elems, kGuard16);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (int64_t b = 0; b < batch; ++b)
-        for (int64_t s = 0; s < seqlen; ++s)
+        for (int64_t s = 0; s < seqlen; ++s) {
+            const float scale = 1.f + row_growth * float(s);
             for (int64_t h = 0; h < heads; ++h)
                 for (int64_t d = 0; d < head_dim; ++d)
                     out[size_t(layout.offset + element_offset(layout.strides, b, s, h, d))] =
-                        float_to_lowp(normal(rng), dtype);
+                        float_to_lowp(normal(rng) * scale, dtype);
+        }
     return out;
 }
 

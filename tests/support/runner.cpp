@@ -42,6 +42,9 @@ std::string Case::name() const {
     if (sinks)
         std::snprintf(features + std::strlen(features), sizeof features - std::strlen(features),
                       " sinks");
+    if (key_growth > 0)
+        std::snprintf(features + std::strlen(features), sizeof features - std::strlen(features),
+                      " key-growth=%g", (double)key_growth);
     char buf[420];
     std::snprintf(buf, sizeof buf,
                   "%s hd%lld b%lld Hq%lld/Hkv%lld sq%lld sk%lld mask=%s %s%s%s%s%s kernel=%s "
@@ -86,7 +89,8 @@ HostCase::HostCase(const Case &c) : case_(c) {
     o_layout = q_layout;
     std::mt19937_64 rng(c.seed);
     hq_ = random_tensor(q_layout, c.batch, c.seqlen_q, c.num_q_heads, c.head_dim, c.dtype, rng);
-    hk_ = random_tensor(k_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
+    hk_ = random_tensor(k_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng,
+                        c.key_growth);
     hv_ = random_tensor(v_layout, kv_batch, c.seqlen_k, c.num_kv_heads, c.head_dim, c.dtype, rng);
     if (c.sinks) {
         // Sinks comparable to the scores (some above, some below a row's max).

@@ -17,9 +17,10 @@ uint64_t case_seed(uint64_t base, uint64_t index);
 
 // A tensor's whole allocation: normal(0, 1) values rounded to `dtype` at every
 // element the layout addresses, and the NaN gap pattern everywhere else (so a
-// kernel that reads outside the view produces NaN).
+// kernel that reads outside the view produces NaN). With row_growth > 0 the
+// values of sequence position s are scaled by 1 + row_growth * s.
 std::vector<uint16_t> random_tensor(const TensorLayout &layout, int64_t batch, int64_t seqlen,
                                     int64_t heads, int64_t head_dim, fmha_dtype dtype,
-                                    std::mt19937_64 &rng);
+                                    std::mt19937_64 &rng, float row_growth = 0.f);
 
 }  // namespace fmha_test

@@ -28,6 +28,7 @@ struct Case {
     int32_t window_left = -1, window_right = -1;  // -1: unbounded (descriptor v2)
     float softcap = 0;                            // 0: off
     bool sinks = false;                           // random per-head sink logits
+    float key_growth = 0;  // K's row s scaled by 1 + key_growth * s: a running max that jumps
     uint64_t seed = 1;
 
     // e.g. "bf16 hd128 b2 Hq8/Hkv2 sq17 sk1000 mask=bottom-right BSHD lse seed=0x..."

@@ -57,11 +57,6 @@ struct Config {
     // schedule in the key loop and cost 1-1.5% at 1k-4k keys (kernel-notes h20).
     static constexpr bool kFastTileDecode =
         kWithScoreMods || D == 64 || D == 256 || kShape == kSm90WideKeys;
-    // O rescaled only when some row's max grew by more than 2^8 (softmax.cuh):
-    // O is 128 registers per thread at hd256 and hd512 (split D), so the
-    // skipped multiplies pay for the vote: +4-9% on hd256 prefill, +3-5% on
-    // hd512's 128-head decode. hd64/hd128 lost 1-4% (kernel-notes h21).
-    static constexpr bool kLazyRescale = D >= 256;
     // kSm90SharedS: each consumer computes S over its half of the head dim.
     static constexpr bool kSharedS = kTile.smem_shared_s_bytes > 0;
     static constexpr int kSSteps = Dp / 16 / (kSharedS ? kConsumers : 1);  // S k-steps per consumer

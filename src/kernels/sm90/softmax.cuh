@@ -10,10 +10,6 @@
 
 namespace fmha::sm90 {
 
-// Config::kLazyRescale's bound on how far a kept running max may lag the
-// true one, in exp2 units (P < 2^8: bf16/fp16 P and fp32 sums hold it).
-constexpr float kLazyRescaleLog2 = 8.f;
-
 // Online softmax state of the two rows a thread holds (g and g + 8 of its
 // warp's 16); a row is shared by the 4 lanes of a quad.
 template <typename Cfg>
@@ -75,20 +71,9 @@ struct Softmax {
             for (int i = 0; i < Cfg::kSRegs; i += 4) mx = fmaxf(mx, fmaxf(s[i + 2 * r], s[i + 2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            // Lazy rescale: keep the running max while a tile raises it by at
-            // most kLazyRescaleLog2 (exp2 units). P then stays below 2^8 and
-            // the result is the same (the sum, O and the LSE share that
-            // reference), but O's rescale is skipped for the tile.
-            if constexpr (Cfg::kLazyRescale)
-                if (!kFirst && row_max[r] != -CUDART_INF_F &&
-                    (mx - row_max[r]) * p.scale_log2 <= kLazyRescaleLog2)
-                    mx = row_max[r];
             // A row with no visible key yet keeps max -inf: subtract 0 instead.
             const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-            // A kept max rescales by exactly 1 (rescale() tests for it).
-            alpha[r] = kFirst || (Cfg::kLazyRescale && mx == row_max[r])
-                           ? 1.f
-                           : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
+            alpha[r] = kFirst ? 1.f : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled);
             row_max[r] = mx;
             float sum = 0.f;
 #pragma unroll
@@ -104,8 +89,6 @@ struct Softmax {
     }
 
     __device__ __forceinline__ void rescale(float (&o)[Cfg::kOChunks][Cfg::kORegs]) const {
-        if constexpr (Cfg::kLazyRescale)
-            if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c)
 #pragma unroll

@@ -52,7 +52,7 @@ struct Config {
     static constexpr bool kConsumerKeyRanges = !kSplitD && BM - kConsumerRows >= BN;
     // Tiles decoded at each block boundary by multiply-shift reciprocals
     // (TileDivisors) instead of integer divisions: hd64 +1-5% at 512-2048
-    // keys, windows +2-6%. The plain 128-key-tile hd96/hd128 kernels and hd512
+    // keys, windows +2-8%. The plain 128-key-tile hd96/hd128 kernels and hd512
     // keep the divisions: there the change reorders the softmax's SASS
     // schedule in the key loop and cost 1-1.5% at 1k-4k keys (kernel-notes h20).
     static constexpr bool kFastTileDecode =

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -46,7 +47,19 @@ struct State {
     Ctx primary[8] = {{0, 101}, {1, 102}, {2, 103}, {3, 104},
                       {4, 105}, {5, 106}, {6, 107}, {7, 108}};
     std::atomic<int> in_run{0};
+    // What the driver owns (a real one frees it with its context): kept
+    // here, so a leak checker sees it reachable rather than lost.
+    std::vector<std::unique_ptr<Module>> modules;
+    std::vector<std::unique_ptr<Function>> functions;
+    std::vector<std::unique_ptr<Ctx>> contexts;
 };
+
+// Hands `object` to the state that owns it and returns it.
+template <typename T>
+T *owned(std::vector<std::unique_ptr<T>> &owner, std::unique_ptr<T> object) {
+    owner.push_back(std::move(object));
+    return owner.back().get();
+}
 
 State &st() {
     static State *s = new State;  // never destroyed: calls may come at exit
@@ -243,7 +256,7 @@ CUresult module_load_data_ex(CUmodule *mod, const void *image, unsigned int, CUj
     if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
     if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
     auto *p = static_cast<const unsigned char *>(image);
-    auto *m = new Module{p, 0, false, t_stack.back()};
+    auto m = std::make_unique<Module>(Module{p, 0, false, t_stack.back()});
     if (std::memcmp(p, "\x7f" "ELF", 4) == 0) {
         if (p[4] != 2) return CUDA_ERROR_INVALID_IMAGE;  // ELFCLASS64
         m->size = elf_size(p);
@@ -257,7 +270,7 @@ CUresult module_load_data_ex(CUmodule *mod, const void *image, unsigned int, CUj
     std::lock_guard<std::mutex> lock(st().mu);
     ++st().stats.module_loads;
     if (m->ptx) ++st().stats.module_loads_ptx;
-    *mod = reinterpret_cast<CUmodule>(m);
+    *mod = reinterpret_cast<CUmodule>(owned(st().modules, std::move(m)));
     return CUDA_SUCCESS;
 }
 
@@ -284,10 +297,10 @@ CUresult module_get_function(CUfunction *fn, CUmodule mod, const char *name) {
     if (!fn || !mod || !name) return CUDA_ERROR_INVALID_VALUE;
     auto *m = reinterpret_cast<Module *>(mod);
     if (!image_has(*m, name)) return CUDA_ERROR_NOT_FOUND;
-    auto *f = new Function{m, name};
     std::lock_guard<std::mutex> lock(st().mu);
     ++st().stats.function_lookups;
-    *fn = reinterpret_cast<CUfunction>(f);
+    *fn = reinterpret_cast<CUfunction>(
+        owned(st().functions, std::make_unique<Function>(Function{m, name})));
     return CUDA_SUCCESS;
 }
 
@@ -520,7 +533,9 @@ FAKE_EXPORT int fake_cuda_last_launch(fake_cuda_launch *out) {
 FAKE_EXPORT void fake_cuda_set_in_run(int in_run) { st().in_run = in_run; }
 
 FAKE_EXPORT void *fake_cuda_context(int device, int id) {
-    return new Ctx{device, static_cast<unsigned long long>(1000 + id)};
+    std::lock_guard<std::mutex> lock(st().mu);
+    return owned(st().contexts,
+                 std::make_unique<Ctx>(Ctx{device, static_cast<unsigned long long>(1000 + id)}));
 }
 
 FAKE_EXPORT void fake_cuda_push(void *ctx) { t_stack.push_back(static_cast<Ctx *>(ctx)); }

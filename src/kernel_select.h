@@ -2,6 +2,7 @@
 #pragma once
 #include <cuda.h>
 
+#include "kernels/tile_order.h"
 #include "problem.h"
 
 struct fmha_plan;
@@ -10,6 +11,25 @@ namespace fmha {
 
 using LaunchFn = fmha_status (*)(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
                                  CUstream stream);
+
+// The Hopper kernel's walk over its tiles, fixed at plan time
+// (sm90_configure), so that fmha_run only copies it into the kernel's
+// parameters: no division loops or reciprocals per run.
+struct Sm90Schedule {
+    int64_t box_group = 1;         // query heads packed per KV head, padded to a power of two
+    int32_t group_shift = 0;       // log2(box_group)
+    int32_t num_m_blocks = 0;      // query blocks per (batch, tile head)
+    int32_t tile_heads = 0;        // heads the tiles walk
+    int32_t tiles_per_split = 0;
+    int32_t total_tiles = 0;       // tiles_per_split x splits
+    int32_t persistent = 0;        // 1: the grid loops over the tiles
+    int32_t head_group = 0;        // persistent causal grids: heads walked together
+    int32_t k_box_rows = 0;        // rows of a K/V box: the key tile, or a page chunk
+    int32_t paged_chunks = 0;      // boxes per key tile of a paged cache (0: contiguous)
+    uint32_t ctas = 0;             // grid size
+    FastDivide div_tiles_per_split{0u, 0};
+    TileDivisors tile_div{};
+};
 
 struct KernelChoice {
     fmha_kernel_family family = FMHA_KERNEL_AUTO;
@@ -20,6 +40,7 @@ struct KernelChoice {
     uint64_t workspace_bytes = 0;
     int num_splits = 1;                          // split-KV parts (decode kernel)
     const char *combine_kernel_name = nullptr;   // second entry point (split-KV combine), if any
+    Sm90Schedule sm90;                           // Hopper kernel only
     LaunchFn launch = nullptr;
 };
 

@@ -163,51 +163,44 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     const int64_t q_batch = p.varlen_q ? 1 : p.batch;
     const int64_t k_rows = p.varlen_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
     const int64_t k_batch = p.varlen_k ? 1 : p.batch;
-    // Packed: each KV head's query heads, boxes as wide as their power of two.
-    const int64_t box_group = sm90_packed_heads(p);
-    const int64_t group = box_group > 1 ? p.num_q_heads / p.num_kv_heads : 1;
+    const Sm90Schedule &sched = c.sm90;
+    const int64_t group = sched.box_group > 1 ? p.num_q_heads / p.num_kv_heads : 1;
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows,
-                                       p.num_q_heads, q_batch, p.q, group, box_group, c.tile_m,
-                                       "q"));
+                                       p.num_q_heads, q_batch, p.q, group, sched.box_group,
+                                       c.tile_m, "q"));
     // A paged pool is mapped as (dim, row in page, head, page), read in
     // boxes of a page chunk; a contiguous cache in boxes of a key tile.
     const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
-    const int k_box_rows = p.paged_kv ? sm90_paged_chunk_rows(p.page_size, c.tile_n) : c.tile_n;
     FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_map_rows,
-                               p.num_kv_heads, k_map_outer, p.k, k_box_rows, "k"));
+                               p.num_kv_heads, k_map_outer, p.k, sched.k_box_rows, "k"));
     FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_map_rows,
-                               p.num_kv_heads, k_map_outer, p.v, k_box_rows, "v"));
+                               p.num_kv_heads, k_map_outer, p.v, sched.k_box_rows, "v"));
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
-                                       p.num_q_heads, q_batch, p.o, group, box_group, 64, "o"));
+                                       p.num_q_heads, q_batch, p.o, group, sched.box_group, 64,
+                                       "o"));
     params.fwd = make_fwd_params(p, t, c.tile_m);
-    params.fwd.num_m_blocks = static_cast<int32_t>(sm90_m_blocks(p, c.tile_m));
-    params.group_shift = log2_of(box_group);
-    params.tile_heads = static_cast<int32_t>(sm90_tile_heads(p));
-    const int64_t tiles_per_split =
-        int64_t(params.fwd.num_m_blocks) * params.tile_heads * params.fwd.batch;
-    const int64_t tiles = tiles_per_split * c.num_splits;
-    params.tiles_per_split = static_cast<int32_t>(tiles_per_split);
+    params.fwd.num_m_blocks = sched.num_m_blocks;
+    params.group_shift = sched.group_shift;
+    params.tile_heads = sched.tile_heads;
+    params.tiles_per_split = sched.tiles_per_split;
     params.num_splits = c.num_splits;
-    params.total_tiles = static_cast<int32_t>(tiles);
-    params.persistent = c.num_splits == 1 && use_persistent_grid(p);
-    params.head_group = params.persistent ? persistent_head_group(p, params.tile_heads) : 0;
-    params.div_tiles_per_split = make_fast_divide(params.tiles_per_split);
-    params.tile_div =
-        make_tile_divisors(params.fwd.num_m_blocks, params.tile_heads, params.head_group);
+    params.total_tiles = sched.total_tiles;
+    params.persistent = sched.persistent;
+    params.head_group = sched.head_group;
+    params.div_tiles_per_split = sched.div_tiles_per_split;
+    params.tile_div = sched.tile_div;
     const SplitPartials parts = split_partials(p, c.num_splits, workspace);
     params.partial_o = parts.o;
     params.partial_lse = parts.lse;
     params.q_rows = p.q_rows();
     if (p.paged_kv) {
-        params.paged_chunk_rows = k_box_rows;
-        params.paged_chunks = c.tile_n / k_box_rows;
+        params.paged_chunk_rows = sched.k_box_rows;
+        params.paged_chunks = sched.paged_chunks;
     }
-    const unsigned ctas = static_cast<unsigned>(
-        params.persistent && tiles > plan.num_sms ? plan.num_sms : tiles);
-    FMHA_TRY(launch(drv, plan.function, ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
+    FMHA_TRY(launch(drv, plan.function, sched.ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
                     c.kernel_name));
     if (c.num_splits == 1) return FMHA_STATUS_SUCCESS;
     return launch_split_combine(plan, t, parts, c.num_splits, params.fwd, stream);
@@ -284,6 +277,32 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
     return static_cast<int>(std::max<int64_t>(1, splits));
 }
 
+// The tile walk of a plan (everything but the tensors): configure computes it
+// once, sm90_launch copies it. `dev.num_sms` is 0 for a support query, whose
+// grid size is never used.
+Sm90Schedule sm90_schedule(const Problem &p, const DeviceLimits &dev, const Sm90Tile &tile,
+                           int splits) {
+    Sm90Schedule s;
+    s.box_group = sm90_packed_heads(p);
+    s.group_shift = log2_of(s.box_group);
+    s.num_m_blocks = static_cast<int32_t>(sm90_m_blocks(p, tile.block_m));
+    s.tile_heads = static_cast<int32_t>(sm90_tile_heads(p));
+    const int64_t tiles_per_split = int64_t(s.num_m_blocks) * s.tile_heads * p.batch;
+    const int64_t tiles = tiles_per_split * splits;  // <= INT_MAX: checked by the caller
+    s.tiles_per_split = static_cast<int32_t>(tiles_per_split);
+    s.total_tiles = static_cast<int32_t>(tiles);
+    s.persistent = splits == 1 && use_persistent_grid(p);
+    s.head_group = s.persistent ? persistent_head_group(p, s.tile_heads) : 0;
+    s.k_box_rows = p.paged_kv ? sm90_paged_chunk_rows(p.page_size, tile.block_n) : tile.block_n;
+    s.paged_chunks = p.paged_kv ? tile.block_n / s.k_box_rows : 0;
+    s.ctas = static_cast<uint32_t>(s.persistent && dev.num_sms > 0 && tiles > dev.num_sms
+                                       ? dev.num_sms
+                                       : tiles);
+    s.div_tiles_per_split = make_fast_divide(s.tiles_per_split);
+    s.tile_div = make_tile_divisors(s.num_m_blocks, s.tile_heads, s.head_group);
+    return s;
+}
+
 }  // namespace
 
 int64_t sm90_packed_heads(const Problem &p) {
@@ -339,6 +358,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.num_splits = splits;
     c.workspace_bytes = split_workspace(p, splits).total();
     c.combine_kernel_name = splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
+    c.sm90 = sm90_schedule(p, dev, tile, splits);
     c.launch = sm90_launch;
     *out = c;
     return FMHA_STATUS_SUCCESS;

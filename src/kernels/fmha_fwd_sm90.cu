@@ -214,16 +214,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int tail_keys = seq.len_k - (n0 + (n_mine - 1) * BN);
             if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
                                    p.block_table != nullptr)) {
-                int rank = consumer, count = Cfg::kConsumers;
-                if (Cfg::kConsumerKeyRanges) rank = count = 0;
-#pragma unroll
-                for (int c = 0; c < Cfg::kConsumers && Cfg::kConsumerKeyRanges; ++c) {
-                    const bool reads = consumer_tile_count<Cfg>(
-                                           seq, keys, m0 + c * Cfg::kConsumerRows, shift) == n_tiles;
-                    rank += reads && c < consumer;
-                    count += reads;
-                }
-                zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, rank, count, tid);
+                const TileReaders readers = last_tile_readers<Cfg>(seq, keys, n_tiles, m0, consumer, shift);
+                zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, readers.rank,
+                                 readers.count, tid);
             }
             turns.mine();
             issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_last * Cfg::kKVBytes + v_cols);

@@ -93,6 +93,30 @@ __device__ __forceinline__ int consumer_tile_count(const Sequence &seq, KeyTiles
     return max(1, min(end, keys.end) - keys.begin);
 }
 
+// The consumers that compute a block's last key tile (consumer_tile_count ==
+// n_tiles, keys.count() as the caller holds it) share zeroing its V rows past
+// the keys (zero_v_tail): how many they are and where `consumer` ranks among
+// them. Without per-consumer key ranges every consumer computes every tile.
+struct TileReaders {
+    int rank;
+    int count;
+};
+template <typename Cfg>
+__device__ __forceinline__ TileReaders last_tile_readers(const Sequence &seq, KeyTiles keys,
+                                                         int n_tiles, int m0, int consumer,
+                                                         int shift) {
+    TileReaders readers{consumer, Cfg::kConsumers};
+    if (Cfg::kConsumerKeyRanges) readers.rank = readers.count = 0;
+#pragma unroll
+    for (int c = 0; c < Cfg::kConsumers && Cfg::kConsumerKeyRanges; ++c) {
+        const bool reads = consumer_tile_count<Cfg>(seq, keys, m0 + c * Cfg::kConsumerRows,
+                                                    shift) == n_tiles;
+        readers.rank += reads && c < consumer;
+        readers.count += reads;
+    }
+    return readers;
+}
+
 // TMA coordinates of a sequence's rows: packed tensors are one batch of
 // total rows, and a sequence starts at its cu_seqlens offset.
 __device__ __forceinline__ int q_batch_coord(const FwdParams &p, int batch) {

@@ -66,10 +66,11 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
 // no packing; launch_sm90.cpp says when).
 int64_t sm90_packed_heads(const Problem &p);
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
-// True when AUTO should use the decode kernel: few query rows per KV head,
-// head_dim 512, an explicit split count, or a multi-token decode whose
-// prefill grid would leave most SMs idle. `hopper_runs_it`: the Hopper
-// kernel can run the problem on this device (it packs short GQA queries).
+// True when AUTO should use the decode kernel: up to 16 query rows per KV
+// head (one decode tile), an explicit split count, or head_dim 512 the
+// Hopper kernel cannot run; where the Hopper kernel does not run the problem
+// (`hopper_runs_it` false), also up to 64 rows and multi-token decodes whose
+// portable grid would leave most SMs idle.
 bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it);
 
 }  // namespace fmha

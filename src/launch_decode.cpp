@@ -14,10 +14,11 @@
 namespace fmha {
 namespace {
 
-// Query rows of one KV head at or below which AUTO prefers the decode kernel
-// (its 16-row tiles re-read K/V per tile; the prefill kernels tile 64+ rows).
+// Where the Hopper kernel does not run: query rows of one KV head at or below
+// which AUTO prefers the decode kernel to the portable one (its 16-row tiles
+// re-read K/V per tile; the portable kernel tiles 64+ rows).
 constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
-// Above that, and up to this, only when the prefill grid would be small.
+// Above that, and up to this, only when the portable grid would be small.
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
 
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
@@ -145,16 +146,19 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // (h9: B32 H16/1 S16384 4.0 against 3.9 TB/s; 128 heads up to 4.4x).
     if (p.head_dim == 512) return !hopper_runs_it;
     const int64_t rows_per_kv_head = p.seqlen_q * group_size(p);
+    // One 16-row tile per KV head: the decode kernel reads K/V once and
+    // streams them 3-8% faster than the Hopper kernel (hd128 T=1 rows).
+    if (rows_per_kv_head <= kDecodeRows) return true;
+    // More rows: the decode kernel reads K/V again for every 16-row tile,
+    // the Hopper kernel once per 64-192-row block (packing a short query's
+    // heads) and splits the keys when its blocks are few. On the H200 it was
+    // faster from 17 to 256 rows at every head dim, batch and group measured
+    // (1.05-3.7x; a few within 3-12% the other way: docs/kernel-notes.md d30).
+    if (hopper_runs_it) return false;
+    // Other devices (the portable kernel otherwise): the decode kernel up to
+    // 64 rows, and up to 256 where the portable kernel's 128-row tiles, one
+    // head each, would leave most SMs idle (it does not split the keys).
     if (rows_per_kv_head <= kDecodeMaxRowsPerKvHead) return true;
-    // Past 64 rows per KV head the Hopper kernel packs a short query's heads
-    // into its 128-row tiles and splits the keys when the tiles are few
-    // (measured on the H200 at T=32, Hq/Hkv=4, hd128, docs/kernel-notes.md h1-h2).
-    if (hopper_runs_it && sm90_packed_heads(p) > 1) return false;
-    // Otherwise a few hundred rows per KV head (multi-token decode) where the
-    // prefill kernels' 128-row tiles, one head each, would leave most SMs
-    // idle: the decode kernel splits the keys instead (measured at T=32,
-    // Hq/Hkv=4, B=1: 0.58 vs 0.35 TB/s; with 256+ prefill CTAs the prefill
-    // kernel stays ahead).
     const int64_t prefill_ctas = p.batch * p.num_q_heads * ((p.seqlen_q + 127) / 128);
     return dev.num_sms > 0 && rows_per_kv_head <= kDecodeMaxRowsSplitting &&
            prefill_ctas * 2 < dev.num_sms;

@@ -146,9 +146,11 @@ typedef enum fmha_kernel_family {
      *  multiple of 16. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
-     *  GQA heads packed into one tile, split-KV. AUTO picks it for short
-     *  seqlen_q, when num_splits >= 2, and for head_dim 512 where the Hopper
-     *  kernel does not run. */
+     *  GQA heads packed into one tile, split-KV. AUTO picks it for up to 16
+     *  query rows per KV head (seqlen_q x num_q_heads / num_kv_heads; on
+     *  devices where the Hopper kernel does not run, for short seqlen_q),
+     *  when num_splits >= 2, and for head_dim 512 where the Hopper kernel
+     *  does not run. */
     FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 

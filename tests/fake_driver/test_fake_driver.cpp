@@ -1017,11 +1017,12 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
 // benchmark's decode rows (bf16; T > 1 causal bottom-right): the counts
 // measured fastest on the H200, or within 4% of it (docs/kernel-notes.md,
 // d21; paged B64 is 3% off its best, 3 splits).
-// Contiguous B=8 wants one CTA per SM (2 splits), paged B=1 two (32); the
-// M tiles of one KV head share its keys (T=4 H64/8: 2 splits, not 1). T=32
-// with 4 query heads per KV head runs on the Hopper kernel (heads packed,
-// 8 tiles, 16 splits: docs/kernel-notes.md h2), and so does head_dim 512
-// (split D, h9; its split counts are the model's, not yet tuned).
+// Contiguous B=8 wants one CTA per SM (2 splits), paged B=1 two (32). Past
+// one 16-row decode tile per KV head the Hopper kernel takes over (d30):
+// T=4 H64/8 (32 rows), T=32 with 4 query heads per KV head (heads packed,
+// 8 tiles, 16 splits: docs/kernel-notes.md h2), MHA from T=17 and paged
+// caches alike; and so does head_dim 512 (split D, h9; its split counts are
+// the model's, not yet tuned).
 TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
           "[cpu][fake-driver][plan][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -1036,8 +1037,12 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
         {32, 32, 8, 1, 4096, 128, false, 1},  {64, 32, 32, 1, 2048, 128, false, 1},
         {8, 64, 8, 1, 16384, 128, false, 2},  {1, 32, 8, 1, 32768, 128, true, 32},
         {32, 32, 8, 1, 4096, 128, true, 1},   {64, 32, 32, 1, 2048, 128, true, 1},
-        {1, 32, 8, 4, 32768, 128, false, 16}, {8, 64, 8, 4, 16384, 128, false, 2},
+        {1, 32, 8, 4, 32768, 128, false, 16}, {64, 32, 32, 16, 2048, 128, false, 1},
+        {8, 64, 8, 4, 16384, 128, false, 2, FMHA_KERNEL_HOPPER},
         {1, 32, 8, 32, 32768, 128, false, 16, FMHA_KERNEL_HOPPER},
+        {64, 32, 32, 17, 2048, 128, false, 1, FMHA_KERNEL_HOPPER},
+        {64, 32, 32, 32, 2048, 128, true, 1, FMHA_KERNEL_HOPPER},
+        {1, 8, 8, 256, 32768, 128, false, 8, FMHA_KERNEL_HOPPER},
         {1, 16, 1, 1, 4096, 512, false, 32, FMHA_KERNEL_HOPPER},
         {1, 16, 1, 1, 16384, 512, false, 128, FMHA_KERNEL_HOPPER},
         {8, 128, 1, 1, 16384, 512, false, 8, FMHA_KERNEL_HOPPER},

@@ -41,6 +41,8 @@ def main() -> int:
     ap.add_argument("--d", type=int, default=128, help="head_dim")
     ap.add_argument("--page", type=int, default=0, help="page size of a shuffled paged cache (0: contiguous)")
     ap.add_argument("--kernels", default="auto,decode,hopper")
+    ap.add_argument("--splits", default="0",
+                    help="split counts to force on the decode and Hopper kernels (0: automatic), e.g. 0,2,4")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--flush", choices=["write", "read", "off"], default="write")
@@ -55,11 +57,12 @@ def main() -> int:
         return 0
     timer = bs.Timer(args.warmup, args.reps, args.flush)
     kernels = args.kernels.split(",")
+    splits = [int(x) for x in args.splits.split(",")]
     d = args.d
     print(f"device: {torch.cuda.get_device_name()}; libfmha {fmha.version()}; commit {bs.git_head()}; "
           f"head_dim {d}; {'pages of %d' % args.page if args.page else 'contiguous cache'}; "
           f"flush {args.flush}; median of {args.reps}")
-    print(f"{'problem':<24} {'T':>3} {'rows':>4} {'kernel':<7} {'us':>8} {'err':>7}  chosen")
+    print(f"{'problem':<24} {'T':>3} {'rows':>4} {'kernel':<9} {'us':>8} {'err':>7}  chosen")
     times: Dict[Tuple[str, int], Dict[str, float]] = {}
     mismatches = 0
     for b, s in pairs(args.shapes):
@@ -73,8 +76,11 @@ def main() -> int:
                 if args.page:
                     k_cache, v_cache, table = bs.to_pages(k, v, args.page, seed=b + s)
                 ref = bs.reference(q, k, v, True)
-                for kernel in kernels:
-                    bs.KERNEL, bs.NUM_SPLITS = kernel, 0
+                runs = [(k, 0) for k in kernels if k == "auto"]
+                runs += [(k, n) for k in kernels if k != "auto" for n in splits]
+                for kernel, num_splits in runs:
+                    bs.KERNEL, bs.NUM_SPLITS = kernel, num_splits
+                    name = kernel if num_splits == 0 else f"{kernel}/{num_splits}"
 
                     def run() -> object:
                         return bs.fmha_kvcache(q, k_cache, v_cache, lengths, block_table=table)
@@ -85,20 +91,20 @@ def main() -> int:
                         del out
                         us = timer.time_ms(run) * 1e3
                     except Exception as exc:  # a family that cannot run the problem
-                        print(f"{label:<24} {t:>3} {t * hq // hkv:>4} {kernel:<7} {'n/a':>8} {'':>7}  "
+                        print(f"{label:<24} {t:>3} {t * hq // hkv:>4} {name:<9} {'n/a':>8} {'':>7}  "
                               f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}", flush=True)
                         continue
                     if not err <= bs.ERR_LIMIT:
                         mismatches += 1
-                    times.setdefault((label, t), {})[kernel] = us
-                    print(f"{label:<24} {t:>3} {t * hq // hkv:>4} {kernel:<7} {us:>8.1f} {bs.err_str(err):>7}  {chosen}",
+                    times.setdefault((label, t), {})[name] = us
+                    print(f"{label:<24} {t:>3} {t * hq // hkv:>4} {name:<9} {us:>8.1f} {bs.err_str(err):>7}  {chosen}",
                           flush=True)
                 del q, k, v, k_cache, v_cache, ref
                 torch.cuda.empty_cache()
 
     if "auto" in kernels:
         ratios = []
-        print("\nAUTO against the fastest family forced (1.0 = AUTO picked it):")
+        print("\nAUTO against the fastest forced run (1.0 = AUTO picked it):")
         for (label, t), row in times.items():
             forced = [row[k] for k in row if k != "auto"]
             if "auto" not in row or not forced:

@@ -387,8 +387,9 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
         INFO("window_left " << left << ": " << i.kernel_name << " splits " << i.num_splits);
         CHECK(i.kernel_family == FMHA_KERNEL_HOPPER);
         // 132 SMs / 6 blocks = 22; under the window a block sees 1032 keys, 9 tiles
-        // of 128 (no wide tile for so short a loop): 2 splits of at least 4 tiles.
-        CHECK(i.num_splits == (left < 0 ? 22 : 2));
+        // of 128 (no wide tile for so short a loop): hd128 splits down to one
+        // tile each, 9 splits.
+        CHECK(i.num_splits == (left < 0 ? 22 : 9));
     }
 }
 
@@ -778,9 +779,10 @@ TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few
         int64_t batch, sq, sk, num_splits, splits;  // num_splits asked, splits expected
     };
     // bf16 hd128 Hq32/Hkv8 (4 heads per tile, 1 query block at sq 32), 132 SMs:
-    // automatic splits fill the SMs with at least 4 key tiles (192 keys) each.
+    // automatic splits fill the SMs (132 / 8 blocks = 16) with at least one key
+    // tile each (128 keys, 192 on the wide tile from 4097 keys).
     const Shape shapes[] = {{1, 32, 32768, 0, 16}, {8, 32, 8192, 0, 2}, {32, 32, 4096, 0, 1},
-                            {1, 32, 700, 0, 1},    {1, 32, 3000, 0, 6}, {2, 32, 4096, 3, 3},
+                            {1, 32, 700, 0, 6},    {1, 32, 3000, 0, 16}, {2, 32, 4096, 3, 3},
                             {1, 300, 32768, 0, 1}};
     for (const Shape &sh : shapes) {
         Fake &f = fresh_fake(90);

@@ -264,7 +264,7 @@ bool sm90_narrow_rows(const Problem &p) {
 // too) whose query blocks fill less than half of the SMs: enough splits to
 // fill them, each of at least sm90_min_split_key_tiles key tiles. hd128
 // (128- or 192-key tiles) splits down to one tile: on the H200 that ran
-// 1.05-1.46x faster than 4 tiles on every short-query problem it changed
+// 1.04-1.46x faster than 4 tiles on every short-query problem it changed
 // (MQA decode at 2k-32k keys, T=8-64 with few KV heads; kernel-notes d31).
 // The other head dims keep 4 (hd512's 32-key tiles: 2 measured 5-14% slower;
 // hd64, hd96 and hd256 not measured yet).

@@ -151,9 +151,10 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     if (rows_per_kv_head <= kDecodeRows) return true;
     // More rows: the decode kernel reads K/V again for every 16-row tile,
     // the Hopper kernel once per 64-192-row block (packing a short query's
-    // heads) and splits the keys when its blocks are few. On the H200 it was
-    // faster from 17 to 256 rows at every head dim, batch and group measured
-    // (1.05-3.7x; a few within 3-12% the other way: docs/kernel-notes.md d30).
+    // heads) and splits the keys when its blocks are few. On the H200, at 17
+    // to 64 rows, it was faster on 99 of 104 problems over hd64-hd256
+    // (1.02-3.06x; the other 5 within 2-12%), and up to 3.7x beyond
+    // (docs/kernel-notes.md d30).
     if (hopper_runs_it) return false;
     // Other devices (the portable kernel otherwise): the decode kernel up to
     // 64 rows, and up to 256 where the portable kernel's 128-row tiles, one

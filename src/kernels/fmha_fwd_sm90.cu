@@ -214,7 +214,8 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
             const int tail_keys = seq.len_k - (n0 + (n_mine - 1) * BN);
             if (tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
                                    p.block_table != nullptr)) {
-                const TileReaders readers = last_tile_readers<Cfg>(seq, keys, n_tiles, m0, consumer, shift);
+                const TileReaders readers =
+                    last_tile_readers<Cfg>(seq, keys, n_tiles, m0, consumer, shift);
                 zero_v_tail<Cfg>(sm.v + s_last * Cfg::kKVBytes, tail_keys, readers.rank,
                                  readers.count, tid);
             }

@@ -262,13 +262,17 @@ bool sm90_narrow_rows(const Problem &p) {
 // Automatic split-KV, only for short queries (up to kSm90PackMaxQueryLen
 // positions, where AUTO's other choice is the decode kernel, which splits
 // too) whose query blocks fill less than half of the SMs: enough splits to
-// fill them, each of at least sm90_min_split_key_tiles key tiles. hd128
-// (128- or 192-key tiles) splits down to one tile: on the H200 that ran
-// 1.04-1.46x faster than 4 tiles on every short-query problem it changed
-// (MQA decode at 2k-32k keys, T=8-64 with few KV heads; kernel-notes d31).
-// The other head dims keep 4 (hd512's 32-key tiles: 2 measured 5-14% slower;
-// hd64, hd96 and hd256 not measured yet).
-int64_t sm90_min_split_key_tiles(const Problem &p) { return p.head_dim == 128 ? 1 : 4; }
+// fill them, each of at least sm90_min_split_key_tiles key tiles. A split's
+// fixed cost (pipeline fill, its share of the combine) is about one tile's
+// stream, so short splits pay off where blocks are few. Measured on the H200
+// against 4 tiles, on the short-query problems whose count changes (MQA
+// decode at 2k-32k keys, T=8-32 with few KV heads; kernel-notes d31, d33):
+// hd64, hd96 and hd128 split down to 1 tile (1.14x, 1.16x and 1.19x
+// geometric means); hd256 to 2 (1.07x; 1 tile lost up to 5.5% where it
+// made 100+ splits); hd512's 32-key tiles keep 4 (2 measured 5-14% slower).
+int64_t sm90_min_split_key_tiles(const Problem &p) {
+    return p.head_dim == 512 ? 4 : p.head_dim == 256 ? 2 : 1;
+}
 
 int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &tile,
                      int64_t tiles) {

@@ -826,6 +826,38 @@ TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few
     }
 }
 
+// The shortest automatic split per head_dim (sm90_min_split_key_tiles,
+// measured on the H200: kernel-notes d31, d33): one key tile at hd64-hd128,
+// 2 at hd256 (80-key tiles), 4 at hd512 (32-key tiles). MQA T=1 with 32
+// query heads is one query block, so 132 SMs cap nothing below 128 splits.
+TEST_CASE("fake driver: the Hopper kernel's shortest automatic split depends on head_dim",
+          "[cpu][fake-driver][run]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Row {
+        int64_t hd, sk, splits;
+    };
+    const Row rows[] = {{64, 2048, 16},  {64, 8192, 64},  {96, 2048, 16},  {96, 8192, 64},
+                        {128, 2048, 16}, {256, 2048, 13}, {256, 8192, 51}, {512, 2048, 16},
+                        {512, 8192, 64}};
+    for (const Row &r : rows) {
+        fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, r.hd, Layout::BSHD, 1, r.sk);
+        d.batch = 1;
+        d.num_q_heads = 32;
+        d.num_kv_heads = 1;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, 1, 1, 32, r.hd).strides;
+        d.k_strides = d.v_strides = make_layout(Layout::BSHD, 1, r.sk, 1, r.hd).strides;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        Plan plan;
+        INFO("hd " << r.hd << " sk " << r.sk);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        INFO(i.kernel_name << " tile_n " << i.tile_n);
+        CHECK(i.num_splits == r.splits);
+    }
+}
+
 TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head, page)",
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");

@@ -8,7 +8,7 @@
 // combine kernel (fmha_combine.cu) joins exactly. Four warps work on
 // different 16-key slices of every key tile (hd512: pairs of warps share a
 // slice and split O's columns); K and V stream through a multi-stage
-// cp.async pipeline (stage rows: see decode_kv_swizzled in tile_traits.h).
+// cp.async pipeline (stage rows: see decode_kv_row in tile_traits.h).
 // At the end the warps' softmax states are merged in shared memory.
 #include <math_constants.h>
 
@@ -41,14 +41,20 @@ struct Config {
     static_assert(kOTiles % 2 == 0, "ldmatrix.x4.trans loads two O tiles");
 };
 
-// Element offset of 16-byte chunk `c` of K/V row `r` within a stage (see
-// decode_kv_swizzled: unpadded rows with the chunk index XOR row % 8).
+// Element offset of 16-byte chunk `c` of K/V row `r` within a stage: rows
+// unpadded, the chunk index XORed with a function of the row so that
+// ldmatrix's 8 consecutive rows at one chunk hit 8 distinct 16-byte bank
+// slots (decode_kv_row in tile_traits.h says why).
 template <int D>
 __device__ __forceinline__ int kv_offset(int r, int c) {
-    if constexpr (decode_kv_swizzled(D))
-        return r * D + ((c ^ (r & 7)) << 3);
+    static_assert(D % 128 == 0 || D == 64 || D == 96, "no K/V swizzle for this head_dim");
+    if constexpr (D == 96)
+        // 192-byte rows: even rows start on a bank line, odd rows half-way
+        // along one; XOR with (r / 2) % 4 spreads each parity's 4 rows over
+        // the 4 slots of its half (the XOR stays within a 64-byte group).
+        return r * D + ((c ^ ((r >> 1) & 3)) << 3);
     else
-        return r * decode_kv_row(D) + (c << 3);
+        return r * D + ((c ^ (r & 7)) << 3);  // rows of whole 128-byte lines
 }
 
 constexpr float kLog2e = 1.4426950408889634f;

@@ -193,21 +193,14 @@ FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, bool paged) {
 // Q rows are padded by 8 elements (conflict-free ldmatrix, read once).
 FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim + 8; }
 
-// K/V rows of the pipeline stages. At hd64 and hd128 rows are unpadded
-// (whole 128-byte lines) and the 16-byte chunk index is XORed with row % 8
-// so ldmatrix's 8 rows still hit 8 bank groups: with padded rows each
-// cp.async's 16-byte pieces straddle 128-byte lines of shared memory and the
-// L1 fetched 1.5x the sectors from L2 (ncu on the H200; unpadded: 5-9%
-// faster contiguous, 2-4% paged once the paged kernels carried no
-// contiguous path). hd256 and hd512 measured slower unpadded (hd256 336
-// against 274 us) and keep the padding, as does hd96 (192-byte rows).
-// docs/kernel-notes.md, d9 and d16.
-FMHA_HOST_DEVICE constexpr bool decode_kv_swizzled(int head_dim) {
-    return head_dim == 64 || head_dim == 128;
-}
-FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim) {
-    return decode_kv_swizzled(head_dim) ? head_dim : head_dim + 8;
-}
+// K/V rows of the pipeline stages are unpadded, and the 16-byte chunk index
+// is XORed with a function of the row (kv_offset in fmha_decode.cu) so that
+// ldmatrix's 8 rows still hit 8 bank groups. With padded rows a warp's
+// cp.async requests land across 128-byte lines of shared memory and the L1
+// fetched 1.5x the sectors from L2 (ncu on the H200). Unpadded rows measured
+// faster at every head_dim: hd64/hd128 5-9% (d9, d16), hd96 4-10%, hd256
+// 4-31%, hd512 3-29% (d34; docs/kernel-notes.md).
+FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim) { return head_dim; }
 
 // Q tile, then the K/V stages; after the key loop the stages are reused for
 // the warps' partial (max, sum, O) to be merged.

@@ -9,6 +9,7 @@ where it can run the problem.
 
 Sections (--only decode,paged,...):
   decode    T=1 bf16 hd128 GQA decode, contiguous KV cache, vs cuDNN SDPA (TB/s)
+  decode-hd the decode rows at head_dim 64, 96 and 256 (reported, no bar)
   paged     the same rows with a paged KV cache (pages 16 and 64, shuffled) vs contiguous
   paged-t   the paged rows at T=32 query tokens (causal bottom-right) vs contiguous
   decode-t  T=4 and T=32 query tokens, causal bottom-right, vs cuDNN SDPA with that mask
@@ -61,7 +62,7 @@ F: Any = None
 fmha: Any = None
 DEVICE = "cuda"
 
-SECTIONS = ("decode", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked", "features")
+SECTIONS = ("decode", "decode-hd", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked", "features")
 
 # (batch, num_q_heads, num_kv_heads, seqlen_k) of the decode rows (shared/notes/anchors.md).
 DECODE_ROWS: List[Tuple[int, int, int, int]] = [
@@ -77,6 +78,7 @@ DECODE_ANCHOR_CUDNN = {(1, 32, 8, 32768): 2.20, (8, 32, 8, 8192): 3.25, (32, 32,
 HEAD_DIM = 128
 PAGE_SIZES = (16, 64)
 DECODE_T = (4, 32)
+DECODE_HEAD_DIMS = (64, 96, 256)  # the decode-hd section: the decode rows at other head dims
 PAGED_T = 32  # query tokens of the paged-t section (speculative / multi-token decode)
 VARLEN_TOTAL = 16384
 VARLEN_MIN, VARLEN_MAX = 256, 4096
@@ -191,6 +193,13 @@ def ratio_bar(rat: Optional[float], need: float) -> str:
 
 def decode_rows(quick: bool) -> List[Tuple[int, int, int, int]]:
     return list(DECODE_ROWS)
+
+
+def decode_hd_rows(quick: bool) -> List[Tuple[int, int, int, int, int]]:
+    """(batch, num_q_heads, num_kv_heads, seqlen_k, head_dim)."""
+    rows = DECODE_ROWS[1:4:2] if quick else list(DECODE_ROWS)
+    dims = DECODE_HEAD_DIMS[::2] if quick else DECODE_HEAD_DIMS
+    return [r + (d,) for d in dims for r in rows]
 
 
 def paged_rows(quick: bool) -> List[Tuple[int, int, int, int]]:
@@ -326,6 +335,7 @@ def api_check() -> Tuple[int, int]:
     problems: List[Tuple[str, Callable[[], Any]]] = []
     for b, hq, hkv, s, d, t in ([r + (HEAD_DIM, 1) for r in DECODE_ROWS] +
                                 [r[:4] + (HEAD_DIM, r[4]) for r in decode_t_rows(False)] +
+                                [r + (1,) for r in decode_hd_rows(False)] +
                                 [(b, hq, 1, s, 512, 1) for b, hq, s in hd512_rows(False)]):
         def kv(b=b, hq=hq, hkv=hkv, s=s, d=d, t=t) -> Any:
             a, kw = kvcache_args(T((b, t, hq, d)), T((b, s, hkv, d)), T((b, s, hkv, d)), T((b,), "<i4"))
@@ -435,6 +445,8 @@ def self_test() -> int:
     # Grids and section selection.
     check(len(decode_rows(False)) == 5 and len(paged_rows(True)) == 3, "row grids")
     check(len(decode_t_rows(False)) == 10 and len(hd512_rows(False)) == 12, "row grids 2")
+    check(len(decode_hd_rows(False)) == 15 and len(decode_hd_rows(True)) == 4
+          and {r[4] for r in decode_hd_rows(False)} == set(DECODE_HEAD_DIMS), "decode-hd grid")
     check(len(varlen_rows(False)) == 4 and len(varlen_rows(True)) == 2, "varlen grid")
     check(parse_only("") == list(SECTIONS) and parse_only("varlen,decode") == ["decode", "varlen"], "parse_only")
     try:
@@ -812,6 +824,28 @@ def section_decode(ctx: Ctx) -> Table:
             tab.error(label, exc)
         torch.cuda.empty_cache()
     tab.note("TB/s = bytes of K, V, Q and O / time; anchor = cuDNN 9.19 on this H200 in shared/notes/anchors.md")
+    return tab
+
+
+def section_decode_hd(ctx: Ctx) -> Table:
+    tab = Table("decode-hd: bf16, T=1, the decode rows at other head dims, contiguous KV cache; "
+                "libfmha vs cuDNN SDPA (reported, no bar)",
+                [("problem", 22), ("fmha us", 8), ("fmha TB/s", 9), ("cuDNN us", 8), ("cuDNN TB/s", 10),
+                 ("fmha/cuDNN", 10), ("err", 7), ("kernel", 30), ("cuDNN note", 10)])
+    tab.header()
+    for b, hq, hkv, s, d in decode_hd_rows(ctx.args.quick):
+        label = decode_label(b, hq, hkv, s, d)
+        try:
+            r = decode_vs_cudnn(ctx, b, 1, hq, hkv, s, d)
+            nbytes = kv_decode_bytes(b, 1, hq, hkv, s, d)
+            bw, pbw = tbps(nbytes, r["ours_ms"]), tbps(nbytes, r["peer_ms"])
+            tab.add([label, fmt(r["ours_ms"] * 1e3, ".1f"), fmt(bw), fmt(r["peer_ms"] and r["peer_ms"] * 1e3, ".1f"),
+                     fmt(pbw), fmt(ratio(bw, pbw), ".3f"), ctx.err(r["err"]), r["kernel"], r["note"] or "-"])
+        except Exception as exc:
+            ctx.errors += 1
+            tab.error(label, exc)
+        torch.cuda.empty_cache()
+    tab.note("TB/s = bytes of K, V, Q and O / time")
     return tab
 
 
@@ -1233,7 +1267,7 @@ def section_features(ctx: Ctx) -> Table:
     return tab
 
 
-SECTION_FUNCS = {"decode": section_decode, "paged": section_paged, "paged-t": section_paged_t,
+SECTION_FUNCS = {"decode": section_decode, "decode-hd": section_decode_hd, "paged": section_paged, "paged-t": section_paged_t,
                  "decode-t": section_decode_t, "hd512": section_hd512, "varlen": section_varlen,
                  "chunked": section_chunked, "features": section_features}
 

@@ -162,6 +162,9 @@ namespace fmha {
 // caches up to hd128: 2 stages and 3 CTAs per SM, whose independent CTAs
 // hide the block-table lookups better (measured on the H200: paged 3.2-3.6
 // TB/s against 2.9-3.3 with 3 stages; contiguous prefers 3 stages).
+// Contiguous hd64 streams 128-key tiles with 8 warps: a 64-key tile carries
+// half hd128's bytes for the same per-tile work, and one CTA per SM (the
+// split rows) fell 3-8% behind cuDNN (docs/kernel-notes.md, d35).
 struct DecodeTile {
     int warps;    // per CTA
     int block_n;  // keys per pipeline stage (16 per key group)
@@ -181,7 +184,7 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, bool paged) {
 #else
     return head_dim == 512          ? DecodeTile{4, 32, 3, 2}
          : paged && head_dim <= 128 ? DecodeTile{4, 64, 2, 1}
-         : head_dim == 64           ? DecodeTile{4, 64, 4, 1}
+         : head_dim == 64           ? DecodeTile{8, 128, 3, 1}
                                     : DecodeTile{4, 64, 3, 1};
 #endif
 }

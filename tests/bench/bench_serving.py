@@ -827,24 +827,32 @@ def section_decode(ctx: Ctx) -> Table:
     return tab
 
 
+# Columns of the T=1 decode tables with no bar (decode-hd, hd512).
+DECODE_PEER_COLUMNS = [("problem", 22), ("fmha us", 8), ("fmha TB/s", 9), ("cuDNN us", 8), ("cuDNN TB/s", 10),
+                       ("fmha/cuDNN", 10), ("err", 7), ("kernel", 30), ("cuDNN note", 10)]
+
+
+def add_decode_peer_row(ctx: Ctx, tab: Table, b: int, hq: int, hkv: int, s: int, d: int) -> None:
+    """One T=1 decode problem, libfmha against cuDNN, as a DECODE_PEER_COLUMNS row."""
+    label = decode_label(b, hq, hkv, s, d)
+    try:
+        r = decode_vs_cudnn(ctx, b, 1, hq, hkv, s, d)
+        nbytes = kv_decode_bytes(b, 1, hq, hkv, s, d)
+        bw, pbw = tbps(nbytes, r["ours_ms"]), tbps(nbytes, r["peer_ms"])
+        tab.add([label, fmt(r["ours_ms"] * 1e3, ".1f"), fmt(bw), fmt(r["peer_ms"] and r["peer_ms"] * 1e3, ".1f"),
+                 fmt(pbw), fmt(ratio(bw, pbw), ".3f"), ctx.err(r["err"]), r["kernel"], r["note"] or "-"])
+    except Exception as exc:
+        ctx.errors += 1
+        tab.error(label, exc)
+    torch.cuda.empty_cache()
+
+
 def section_decode_hd(ctx: Ctx) -> Table:
     tab = Table("decode-hd: bf16, T=1, the decode rows at other head dims, contiguous KV cache; "
-                "libfmha vs cuDNN SDPA (reported, no bar)",
-                [("problem", 22), ("fmha us", 8), ("fmha TB/s", 9), ("cuDNN us", 8), ("cuDNN TB/s", 10),
-                 ("fmha/cuDNN", 10), ("err", 7), ("kernel", 30), ("cuDNN note", 10)])
+                "libfmha vs cuDNN SDPA (reported, no bar)", DECODE_PEER_COLUMNS)
     tab.header()
     for b, hq, hkv, s, d in decode_hd_rows(ctx.args.quick):
-        label = decode_label(b, hq, hkv, s, d)
-        try:
-            r = decode_vs_cudnn(ctx, b, 1, hq, hkv, s, d)
-            nbytes = kv_decode_bytes(b, 1, hq, hkv, s, d)
-            bw, pbw = tbps(nbytes, r["ours_ms"]), tbps(nbytes, r["peer_ms"])
-            tab.add([label, fmt(r["ours_ms"] * 1e3, ".1f"), fmt(bw), fmt(r["peer_ms"] and r["peer_ms"] * 1e3, ".1f"),
-                     fmt(pbw), fmt(ratio(bw, pbw), ".3f"), ctx.err(r["err"]), r["kernel"], r["note"] or "-"])
-        except Exception as exc:
-            ctx.errors += 1
-            tab.error(label, exc)
-        torch.cuda.empty_cache()
+        add_decode_peer_row(ctx, tab, b, hq, hkv, s, d)
     tab.note("TB/s = bytes of K, V, Q and O / time")
     return tab
 
@@ -974,21 +982,10 @@ def section_decode_t(ctx: Ctx) -> Table:
 def section_hd512(ctx: Ctx) -> Table:
     d = 512
     tab = Table(f"hd512: MQA decode, bf16, head_dim {d}, Hkv=1, T=1, contiguous KV cache; libfmha (cuDNN where it runs)",
-                [("problem", 22), ("fmha us", 8), ("fmha TB/s", 9), ("cuDNN us", 8), ("cuDNN TB/s", 10),
-                 ("fmha/cuDNN", 10), ("err", 7), ("kernel", 30), ("cuDNN note", 10)])
+                DECODE_PEER_COLUMNS)
     tab.header()
     for b, hq, s in hd512_rows(ctx.args.quick):
-        label = decode_label(b, hq, 1, s, d)
-        try:
-            r = decode_vs_cudnn(ctx, b, 1, hq, 1, s, d)
-            nbytes = kv_decode_bytes(b, 1, hq, 1, s, d)
-            bw, pbw = tbps(nbytes, r["ours_ms"]), tbps(nbytes, r["peer_ms"])
-            tab.add([label, fmt(r["ours_ms"] * 1e3, ".1f"), fmt(bw), fmt(r["peer_ms"] and r["peer_ms"] * 1e3, ".1f"),
-                     fmt(pbw), fmt(ratio(bw, pbw), ".3f"), ctx.err(r["err"]), r["kernel"], r["note"] or "-"])
-        except Exception as exc:
-            ctx.errors += 1
-            tab.error(label, exc)
-        torch.cuda.empty_cache()
+        add_decode_peer_row(ctx, tab, b, hq, 1, s, d)
     tab.note("K and V of one KV head: rows with B*S*512*2*2 bytes under the L2 size (B=1, S=4096: 8 MiB) are "
              f"timed after an L2 flush ({ctx.timer.flush_mode})")
     return tab

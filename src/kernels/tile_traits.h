@@ -155,7 +155,8 @@ FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(Sm90Tile t) {
 namespace fmha {
 
 // Decode kernel: 16 packed query rows (query positions x the query heads of
-// one KV head) per CTA, 4 warps on different 16-key slices of each key tile.
+// one KV head) per CTA, 4 warps (contiguous hd64: 8, see below) on
+// different 16-key slices of each key tile.
 // hd512 pairs the warps: both of a pair see the same keys and each owns half
 // of O's columns, so O fits in registers. Contiguous caches: stages as deep
 // as shared memory allows while keeping 2 CTAs per SM up to hd128. Paged
@@ -201,7 +202,7 @@ FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim +
 // ldmatrix's 8 rows still hit 8 bank groups. With padded rows a warp's
 // cp.async requests land across 128-byte lines of shared memory and the L1
 // fetched 1.5x the sectors from L2 (ncu on the H200). Unpadded rows measured
-// faster at every head_dim: hd64/hd128 5-9% (d9, d16), hd96 4-10%, hd256
+// faster at every head_dim: hd64/hd128 2-9% (d9, d16), hd96 1-10%, hd256
 // 4-31%, hd512 3-29% (d34; docs/kernel-notes.md).
 FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim) { return head_dim; }
 

@@ -42,22 +42,6 @@ struct Config {
     static_assert(kOTiles % 2 == 0, "ldmatrix.x4.trans loads two O tiles");
 };
 
-// Element offset of 16-byte chunk `c` of K/V row `r` within a stage: rows
-// unpadded, the chunk index XORed with a function of the row so that
-// ldmatrix's 8 consecutive rows at one chunk hit 8 distinct 16-byte bank
-// slots (decode_kv_row in tile_traits.h says why).
-template <int D>
-__device__ __forceinline__ int kv_offset(int r, int c) {
-    static_assert(D % 128 == 0 || D == 64 || D == 96, "no K/V swizzle for this head_dim");
-    if constexpr (D == 96)
-        // 192-byte rows: even rows start on a bank line, odd rows half-way
-        // along one; XOR with (r / 2) % 4 spreads each parity's 4 rows over
-        // the 4 slots of its half (the XOR stays within a 64-byte group).
-        return r * D + ((c ^ ((r >> 1) & 3)) << 3);
-    else
-        return r * D + ((c ^ (r & 7)) << 3);  // rows of whole 128-byte lines
-}
-
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -119,7 +103,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         for (int k = 0; k < kRowsPerThread; ++k) {
             const int r = row_in_pass + k * kRowsPerPass;
             if (kRowsPerPass * kRowsPerThread > BN && r >= BN) break;
-            f(sK + kv_offset<D>(r, chunk), sV + kv_offset<D>(r, chunk), r, k);
+            const int offset = decode_kv_offset<D>(r, chunk);
+            f(sK + offset, sV + offset, r, k);
         }
     };
 
@@ -285,7 +270,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
                                                kk * 16 + lane / 16 * 8));
             const int k_row = key_group * 16 + lane % 8 + lane / 16 * 8;
-            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + kv_offset<D>(k_row, kk * 2 + (lane / 8) % 2)));
+            const int k_chunk = kk * 2 + (lane / 8) % 2;
+            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
             ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
             ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
         }
@@ -358,7 +344,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             uint32_t b[4];
             const int v_row = key_group * 16 + lane % 8 + (lane / 8) % 2 * 8;
             const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
-            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + kv_offset<D>(v_row, v_chunk)));
+            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
             ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
             ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
         }

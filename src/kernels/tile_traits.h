@@ -198,13 +198,27 @@ FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, bool paged) {
 FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim + 8; }
 
 // K/V rows of the pipeline stages are unpadded, and the 16-byte chunk index
-// is XORed with a function of the row (kv_offset in fmha_decode.cu) so that
+// is XORed with a function of the row (decode_kv_offset below) so that
 // ldmatrix's 8 rows still hit 8 bank groups. With padded rows a warp's
 // cp.async requests land across 128-byte lines of shared memory and the L1
 // fetched 1.5x the sectors from L2 (ncu on the H200). Unpadded rows measured
 // faster at every head_dim: hd64/hd128 2-9% (d9, d16), hd96 1-10%, hd256
 // 4-31%, hd512 3-29% (d34; docs/kernel-notes.md).
 FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim) { return head_dim; }
+
+// Element offset of 16-byte chunk `c` of K/V row `r` within a stage: every
+// chunk stays in its row, and ldmatrix's 8 consecutive rows (from a multiple
+// of 8) at one chunk hit 8 distinct 16-byte bank slots (a CPU test checks
+// both for every head_dim).
+template <int D>
+FMHA_HOST_DEVICE constexpr int decode_kv_offset(int r, int c) {
+    static_assert(D % 128 == 0 || D == 64 || D == 96, "no K/V swizzle for this head_dim");
+    // 192-byte rows: even rows start on a bank line, odd rows half-way along
+    // one; XOR with (r / 2) % 4 spreads each parity's 4 rows over the 4 slots
+    // of its half (the XOR stays within a 64-byte group). Rows of whole
+    // 128-byte lines: XOR with r % 8.
+    return r * D + ((D == 96 ? c ^ ((r >> 1) & 3) : c ^ (r & 7)) << 3);
+}
 
 // Q tile, then the K/V stages; after the key loop the stages are reused for
 // the warps' partial (max, sum, O) to be merged.

@@ -9,7 +9,7 @@
 // different 16-key slices of every key tile (contiguous hd64: eight, on
 // 128-key tiles; hd512: pairs of warps share a slice and split O's
 // columns); K and V stream through a multi-stage
-// cp.async pipeline (stage rows: see decode_kv_row in tile_traits.h).
+// cp.async pipeline (stage rows: see decode_kv_offset in tile_traits.h).
 // At the end the warps' softmax states are merged in shared memory.
 #include <math_constants.h>
 
@@ -35,7 +35,6 @@ struct Config {
     static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
     static constexpr int kDv = D / kDSplit;              // O columns per warp
     static constexpr int kRow = decode_smem_row(D);           // Q row, elements
-    static constexpr int kKvRow = decode_kv_row(D);           // K/V row, elements
     static constexpr int kChunks = D / 8;                     // 16-byte chunks per row
     static constexpr int kOTiles = kDv / 8;
     static_assert(BN == 16 * kKeyGroups, "16 keys per key group");
@@ -60,7 +59,7 @@ template <bool kBf16, int D, bool kPaged>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
     using Cfg = Config<D, kPaged>;
     using T = typename Elem<kBf16>::T;
-    constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kKvRow = Cfg::kKvRow, kStages = Cfg::kStages;
+    constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
     const FwdParams &p = dp.fwd;
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -97,8 +96,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // f(K destination, V destination, tile row r, pass k) for each row
     // r = row_in_pass + k * kRowsPerPass this thread copies into `stage`.
     auto for_my_rows = [&](int stage, auto &&f) {
-        T *sK = sKV + stage * 2 * BN * kKvRow;
-        T *sV = sK + BN * kKvRow;
+        T *sK = sKV + stage * 2 * BN * D;
+        T *sV = sK + BN * D;
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; ++k) {
             const int r = row_in_pass + k * kRowsPerPass;
@@ -257,8 +256,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         ptx::cp_async_commit();
         if (i + kStages < num_tiles) look_up_pages(i + kStages);  // used next iteration
 
-        const T *sK = sKV + (i % kStages) * 2 * BN * kKvRow;
-        const T *sV = sK + BN * kKvRow;
+        const T *sK = sKV + (i % kStages) * 2 * BN * D;
+        const T *sV = sK + BN * D;
         const int key_base = key0 + i * BN + key_group * 16;  // this warp's 16 keys
 
         float s[2][4];

@@ -197,15 +197,13 @@ FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, bool paged) {
 // Q rows are padded by 8 elements (conflict-free ldmatrix, read once).
 FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim + 8; }
 
-// K/V rows of the pipeline stages are unpadded, and the 16-byte chunk index
-// is XORed with a function of the row (decode_kv_offset below) so that
-// ldmatrix's 8 rows still hit 8 bank groups. With padded rows a warp's
+// K/V rows of the pipeline stages are unpadded (head_dim elements), and the
+// 16-byte chunk index is XORed with a function of the row (decode_kv_offset)
+// so that ldmatrix's 8 rows still hit 8 bank groups. With padded rows a warp's
 // cp.async requests land across 128-byte lines of shared memory and the L1
 // fetched 1.5x the sectors from L2 (ncu on the H200). Unpadded rows measured
 // faster at every head_dim: hd64/hd128 2-9% (d9, d16), hd96 1-10%, hd256
 // 4-31%, hd512 3-29% (d34; docs/kernel-notes.md).
-FMHA_HOST_DEVICE constexpr int decode_kv_row(int head_dim) { return head_dim; }
-
 // Element offset of 16-byte chunk `c` of K/V row `r` within a stage: every
 // chunk stays in its row, and ldmatrix's 8 consecutive rows (from a multiple
 // of 8) at one chunk hit 8 distinct 16-byte bank slots (a CPU test checks
@@ -227,7 +225,7 @@ FMHA_HOST_DEVICE constexpr int decode_q_bytes(int head_dim) {
 }
 FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim, bool paged) {
     return decode_tile(head_dim, paged).stages * 2 * decode_tile(head_dim, paged).block_n *
-           decode_kv_row(head_dim) * 2;
+           head_dim * 2;
 }
 FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim, bool paged) {
     return (decode_tile(head_dim, paged).warps / decode_tile(head_dim, paged).d_split) *

@@ -274,6 +274,16 @@ int64_t sm90_min_split_key_tiles(const Problem &p) {
     return p.head_dim == 512 ? 4 : p.head_dim == 256 ? 2 : 1;
 }
 
+// At most 64 automatic splits at hd512: every split adds a 2 KB fp32 partial
+// O row per query row, which the combine reads back; with 64+ query heads
+// that outweighs what the extra CTAs stream. Forced counts 16-128 on MQA
+// decode (16-128 heads, 4k-32k keys; kernel-notes d36): 64 splits against
+// 128 ran 1.07-1.16x at 16k-32k keys; only 16 heads at 32k keys lost (44.0
+// against 42.0 us). Other head dims keep kMaxSplits.
+int64_t sm90_max_auto_splits(const Problem &p) {
+    return p.head_dim == 512 ? 64 : kMaxSplits;
+}
+
 int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &tile,
                      int64_t tiles) {
     if (dev.num_sms <= 0 || p.seqlen_q > kSm90PackMaxQueryLen || tiles * 2 > dev.num_sms)
@@ -283,7 +293,7 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
     const int64_t key_tiles = (keys + tile.block_n - 1) / tile.block_n;
     const int64_t splits = std::min<int64_t>({dev.num_sms / tiles,
                                               key_tiles / sm90_min_split_key_tiles(p),
-                                              kMaxSplits});
+                                              sm90_max_auto_splits(p)});
     return static_cast<int>(std::max<int64_t>(1, splits));
 }
 

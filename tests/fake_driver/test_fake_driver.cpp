@@ -828,8 +828,9 @@ TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few
 
 // The shortest automatic split per head_dim (sm90_min_split_key_tiles,
 // measured on the H200: kernel-notes d31, d33): one key tile at hd64-hd128,
-// 2 at hd256 (80-key tiles), 4 at hd512 (32-key tiles). MQA T=1 with 32
-// query heads is one query block, so 132 SMs cap nothing below 128 splits.
+// 2 at hd256 (80-key tiles), 4 at hd512 (32-key tiles); hd512 stops at 64
+// splits (d36), the others at 128. MQA T=1 with 32 query heads is one query
+// block, so 132 SMs cap nothing below 128 splits.
 TEST_CASE("fake driver: the Hopper kernel's shortest automatic split depends on head_dim",
           "[cpu][fake-driver][run]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -837,8 +838,8 @@ TEST_CASE("fake driver: the Hopper kernel's shortest automatic split depends on 
         int64_t hd, sk, splits;
     };
     const Row rows[] = {{64, 2048, 16},  {64, 8192, 64},  {96, 2048, 16},  {96, 8192, 64},
-                        {128, 2048, 16}, {256, 2048, 13}, {256, 8192, 51}, {512, 2048, 16},
-                        {512, 8192, 64}};
+                        {128, 2048, 16}, {128, 32768, 128}, {256, 2048, 13}, {256, 8192, 51},
+                        {512, 2048, 16}, {512, 8192, 64},   {512, 16384, 64}, {512, 32768, 64}};
     for (const Row &r : rows) {
         fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, r.hd, Layout::BSHD, 1, r.sk);
@@ -1055,8 +1056,8 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
 // one 16-row decode tile per KV head the Hopper kernel takes over (d30):
 // T=4 H64/8 (32 rows), T=32 with 4 query heads per KV head (heads packed,
 // 8 tiles, 16 splits: docs/kernel-notes.md h2), MHA from T=17 and paged
-// caches alike; and so does head_dim 512 (split D, h9; its split counts are
-// the model's, not yet tuned).
+// caches alike; and so does head_dim 512 (split D, h9; at most 64 automatic
+// splits, d36).
 TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
           "[cpu][fake-driver][plan][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -1078,7 +1079,7 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
         {64, 32, 32, 32, 2048, 128, true, 1, FMHA_KERNEL_HOPPER},
         {1, 8, 8, 256, 32768, 128, false, 8, FMHA_KERNEL_HOPPER},
         {1, 16, 1, 1, 4096, 512, false, 32, FMHA_KERNEL_HOPPER},
-        {1, 16, 1, 1, 16384, 512, false, 128, FMHA_KERNEL_HOPPER},
+        {1, 16, 1, 1, 16384, 512, false, 64, FMHA_KERNEL_HOPPER},
         {8, 128, 1, 1, 16384, 512, false, 8, FMHA_KERNEL_HOPPER},
         {32, 128, 1, 1, 4096, 512, false, 2, FMHA_KERNEL_HOPPER}};
     for (const Row &r : rows) {

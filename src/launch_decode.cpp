@@ -21,7 +21,10 @@ constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
 // Above that, and up to this, only when the portable grid would be small.
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
 
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    if (kv == DecodeKv::kPagedWide)  // hd64 only (tile_traits.h)
+        return bf16 ? "fmha_decode_paged_wide_bf16_hd64" : "fmha_decode_paged_wide_fp16_hd64";
     static const char *const kNames[2][2][5] = {
         {{"fmha_decode_fp16_hd64", "fmha_decode_fp16_hd96", "fmha_decode_fp16_hd128",
           "fmha_decode_fp16_hd256", "fmha_decode_fp16_hd512"},
@@ -41,7 +44,7 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
     case 256: index = 3; break;
     case 512: index = 4; break;
     }
-    return index < 0 ? nullptr : kNames[dtype == FMHA_DTYPE_BF16][paged][index];
+    return index < 0 ? nullptr : kNames[bf16][kv == DecodeKv::kPaged][index];
 }
 
 int64_t group_size(const Problem &p) { return p.num_q_heads / p.num_kv_heads; }
@@ -72,20 +75,25 @@ constexpr double kPagedCtaRate = 0.56;  // 19 GB/s
 constexpr double kCombineBytesPerSplit = 1700;  // 0.05 us at 34 GB/s (head_dim 128)
 constexpr double kMinSplitBytes = 128 * 1024;
 
-int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
-    if (dev.num_sms <= 0) return 1;
-    // CTAs resident per SM, from shared memory (228 KB per SM on sm_90 and
-    // sm_100, 164 KB on sm_80; 1 KB of it reserved per CTA), at most 4.
+// CTAs resident per SM, from shared memory (228 KB per SM on sm_90 and
+// sm_100, 164 KB on sm_80; 1 KB of it reserved per CTA), at most 4.
+int64_t resident_ctas_per_sm(const DeviceLimits &dev, int smem_bytes) {
     const int smem_per_sm = dev.sm == 80 ? 164 * 1024 : dev.sm >= 90 && dev.sm < 120 ? 228 * 1024
                                                                                     : 100 * 1024;
-    const int64_t per_sm = std::max(1, std::min(4, smem_per_sm / (smem_bytes + 1024)));
+    return std::max(1, std::min(4, smem_per_sm / (smem_bytes + 1024)));
+}
+
+int auto_splits(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {
+    if (dev.num_sms <= 0) return 1;
+    const int d = static_cast<int>(p.head_dim);
+    const int64_t per_sm = resident_ctas_per_sm(dev, decode_smem_bytes(d, kv));
     const int64_t sms = dev.num_sms;
     const int64_t tiles = m_tiles(p);
     const int64_t base = p.batch * p.num_kv_heads * tiles;  // CTAs of one split
     const double key_bytes = 2.0 * 2 * p.head_dim;          // K and V, 16-bit
     const double cta_rate = p.paged_kv ? kPagedCtaRate : kCtaRate;
     // Every split streams at least 128 KB of K and V and two key tiles.
-    const int64_t block_n = decode_tile(static_cast<int>(p.head_dim), p.paged_kv).block_n;
+    const int64_t block_n = decode_tile(d, kv).block_n;
     const int64_t min_keys = std::max<int64_t>(2 * block_n, int64_t(kMinSplitBytes / key_bytes));
     const int64_t max_splits =
         std::min<int64_t>(kMaxSplits, std::max<int64_t>(1, p.seqlen_k / min_keys));
@@ -111,6 +119,29 @@ int auto_splits(const Problem &p, const DeviceLimits &dev, int smem_bytes) {
         }
     }
     return static_cast<int>(best);
+}
+
+int splits_for(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {
+    return p.num_splits > 0 ? p.num_splits : auto_splits(p, dev, kv);
+}
+
+// Paged hd64: the 128-key tile, except where the 64-key tile, which fits more
+// CTAs per SM, runs the grid in one wave and the wide tile would not: a
+// second, partial wave of wide CTAs costs more than their faster stream
+// gains. On the H200 the wide tile streamed 2-17% faster on 20 of 24
+// problems (multi-wave grids too) and lost 18-19% on exactly those 4 (B64
+// H32/8 S2048: 512 CTAs; kernel-notes d37). Without device information: the
+// wide tile.
+DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
+    if (!p.paged_kv) return DecodeKv::kDense;
+    if (p.head_dim != 64) return DecodeKv::kPaged;
+    if (dev.num_sms <= 0) return DecodeKv::kPagedWide;
+    auto one_wave = [&](DecodeKv kv) {
+        const int64_t ctas = p.batch * p.num_kv_heads * m_tiles(p) * splits_for(p, dev, kv);
+        return ctas <= resident_ctas_per_sm(dev, decode_smem_bytes(64, kv)) * dev.num_sms;
+    };
+    return one_wave(DecodeKv::kPaged) && !one_wave(DecodeKv::kPagedWide) ? DecodeKv::kPaged
+                                                                         : DecodeKv::kPagedWide;
 }
 
 fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
@@ -182,17 +213,18 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     KernelChoice c;
     c.family = FMHA_KERNEL_DECODE;
     c.image_family = "decode";
-    c.kernel_name = kernel_name(p.dtype, p.head_dim, p.paged_kv);
+    const DecodeKv kv = cache_kind(p, dev);
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, kv);
     c.tile_m = kDecodeRows;
-    c.tile_n = decode_tile(d, p.paged_kv).block_n;
-    c.threads = decode_threads(d, p.paged_kv);
-    c.smem_bytes = decode_smem_bytes(d, p.paged_kv);
+    c.tile_n = decode_tile(d, kv).block_n;
+    c.threads = decode_threads(d, kv);
+    c.smem_bytes = decode_smem_bytes(d, kv);
     if (dev.max_smem > 0 && c.smem_bytes > dev.max_smem)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the decode kernel for head_dim %d needs %d bytes of shared memory; "
                     "sm_%d offers %d",
                     d, c.smem_bytes, dev.sm, dev.max_smem);
-    c.num_splits = p.num_splits > 0 ? p.num_splits : auto_splits(p, dev, c.smem_bytes);
+    c.num_splits = splits_for(p, dev, kv);
     c.workspace_bytes = split_workspace(p, c.num_splits).total();
     c.combine_kernel_name = c.num_splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.launch = decode_launch;

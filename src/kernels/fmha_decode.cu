@@ -23,21 +23,22 @@
 
 namespace fmha::decode {
 
-template <int D, bool kPaged>
+template <int D, DecodeKv kKv>
 struct Config {
-    static constexpr DecodeTile kTile = decode_tile(D, kPaged);
+    static constexpr DecodeTile kTile = decode_tile(D, kKv);
     static constexpr int BM = kDecodeRows;
     static constexpr int BN = kTile.block_n;
     static constexpr int kStages = kTile.stages;
     static constexpr int kDSplit = kTile.d_split;
-    static constexpr int kThreads = decode_threads(D, kPaged);
+    static constexpr int kThreads = decode_threads(D, kKv);
     static constexpr int kWarps = kThreads / 32;
     static constexpr int kKeyGroups = kWarps / kDSplit;  // warps on distinct keys
+    static constexpr int kSlices = BN / (16 * kKeyGroups);  // 16-key slices per warp and tile
     static constexpr int kDv = D / kDSplit;              // O columns per warp
     static constexpr int kRow = decode_smem_row(D);           // Q row, elements
     static constexpr int kChunks = D / 8;                     // 16-byte chunks per row
     static constexpr int kOTiles = kDv / 8;
-    static_assert(BN == 16 * kKeyGroups, "16 keys per key group");
+    static_assert(BN == 16 * kKeyGroups * kSlices, "whole 16-key slices per key group");
     static_assert(kOTiles % 2 == 0, "ldmatrix.x4.trans loads two O tiles");
 };
 
@@ -55,9 +56,10 @@ __device__ __forceinline__ PackedRow packed_row(int m_tile, int r, int kv_head, 
     return {pr / group, kv_head * group + pr % group};
 }
 
-template <bool kBf16, int D, bool kPaged>
+template <bool kBf16, int D, DecodeKv kKv>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
-    using Cfg = Config<D, kPaged>;
+    using Cfg = Config<D, kKv>;
+    constexpr bool kPaged = kKv != DecodeKv::kDense;
     using T = typename Elem<kBf16>::T;
     constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
     const FwdParams &p = dp.fwd;
@@ -258,94 +260,102 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 
         const T *sK = sKV + (i % kStages) * 2 * BN * D;
         const T *sV = sK + BN * D;
-        const int key_base = key0 + i * BN + key_group * 16;  // this warp's 16 keys
+        // The warp's slices of this tile, one after the other (online softmax
+        // state carried across them).
+#pragma unroll
+        for (int sl = 0; sl < Cfg::kSlices; ++sl) {
+            const int slice_row = (key_group * Cfg::kSlices + sl) * 16;  // first row in the stage
+            const int key_base = key0 + i * BN + slice_row;  // this slice's 16 keys
 
-        float s[2][4];
+            float s[2][4];
 #pragma unroll
-        for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+            for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t a[4], b[4];
-            ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
-                                               kk * 16 + lane / 16 * 8));
-            const int k_row = key_group * 16 + lane % 8 + lane / 16 * 8;
-            const int k_chunk = kk * 2 + (lane / 8) % 2;
-            ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
-            ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
-            ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
-        }
-
-        if (p.softcap > 0.f) {
-#pragma unroll
-            for (int n = 0; n < 2; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    s[n][e] = p.softcap * ptx::tanh_approx(s[n][e] * p.softcap_scale);
-        }
-        // Mask only slices that cross the key end, the diagonal or a window edge.
-        const bool crosses_end = key_base + 16 > n_end;
-        const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
-        const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
-        if (crosses_end || crosses_hi || crosses_lo) {
-#pragma unroll
-            for (int n = 0; n < 2; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = key_base + n * 8 + 2 * t + (e & 1);
-                    if (col >= n_end || !seq.visible(row_pos[e / 2], col)) s[n][e] = -CUDART_INF_F;
-                }
-        }
-
-        // Online softmax over this warp's keys: rows g and g + 8, 4 lanes per row.
-        // O is rescaled only when some row of the warp has a new maximum
-        // (alpha is then exactly 1 for the others: skipping is exact).
-        float alpha[2], m_scaled[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
-                                                fmaxf(s[1][2 * r], s[1][2 * r + 1])));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-            alpha[r] = mx == row_max[r] ? 1.f
-                                        : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
-            row_max[r] = mx;
-            row_sum[r] *= alpha[r];
-        }
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-            for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
-                acc[nt][0] *= alpha[0];
-                acc[nt][1] *= alpha[0];
-                acc[nt][2] *= alpha[1];
-                acc[nt][3] *= alpha[1];
+            for (int kk = 0; kk < D / 16; ++kk) {
+                uint32_t a[4], b[4];
+                ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                                   kk * 16 + lane / 16 * 8));
+                const int k_row = slice_row + lane % 8 + lane / 16 * 8;
+                const int k_chunk = kk * 2 + (lane / 8) % 2;
+                ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
+                ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
+                ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
             }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-#pragma unroll
-            for (int n = 0; n < 2; ++n)
-#pragma unroll
-                for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                    s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled[r]));
-                    row_sum[r] += s[n][e];
-                }
-        }
 
-        // O += P V over the warp's 16 keys and its columns of O.
-        uint32_t a[4];
-        a[0] = Elem<kBf16>::pack(s[0][0], s[0][1]);
-        a[1] = Elem<kBf16>::pack(s[0][2], s[0][3]);
-        a[2] = Elem<kBf16>::pack(s[1][0], s[1][1]);
-        a[3] = Elem<kBf16>::pack(s[1][2], s[1][3]);
+            if (p.softcap > 0.f) {
 #pragma unroll
-        for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
-            uint32_t b[4];
-            const int v_row = key_group * 16 + lane % 8 + (lane / 8) % 2 * 8;
-            const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
-            ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
-            ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
-            ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
+                for (int n = 0; n < 2; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        s[n][e] = p.softcap * ptx::tanh_approx(s[n][e] * p.softcap_scale);
+            }
+            // Mask only slices that cross the key end, the diagonal or a window edge.
+            const bool crosses_end = key_base + 16 > n_end;
+            const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
+            const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
+            if (crosses_end || crosses_hi || crosses_lo) {
+#pragma unroll
+                for (int n = 0; n < 2; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = key_base + n * 8 + 2 * t + (e & 1);
+                        if (col >= n_end || !seq.visible(row_pos[e / 2], col))
+                            s[n][e] = -CUDART_INF_F;
+                    }
+            }
+
+            // Online softmax over the slice's keys: rows g and g + 8, 4 lanes per row.
+            // O is rescaled only when some row of the warp has a new maximum
+            // (alpha is then exactly 1 for the others: skipping is exact).
+            float alpha[2], m_scaled[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
+                                                    fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+                alpha[r] = mx == row_max[r]
+                               ? 1.f
+                               : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
+                row_max[r] = mx;
+                row_sum[r] *= alpha[r];
+            }
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
+                    acc[nt][0] *= alpha[0];
+                    acc[nt][1] *= alpha[0];
+                    acc[nt][2] *= alpha[1];
+                    acc[nt][3] *= alpha[1];
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+#pragma unroll
+                for (int n = 0; n < 2; ++n)
+#pragma unroll
+                    for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                        s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled[r]));
+                        row_sum[r] += s[n][e];
+                    }
+            }
+
+            // O += P V over the slice's 16 keys and the warp's columns of O.
+            uint32_t a[4];
+            a[0] = Elem<kBf16>::pack(s[0][0], s[0][1]);
+            a[1] = Elem<kBf16>::pack(s[0][2], s[0][3]);
+            a[2] = Elem<kBf16>::pack(s[1][0], s[1][1]);
+            a[3] = Elem<kBf16>::pack(s[1][2], s[1][3]);
+#pragma unroll
+            for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
+                uint32_t b[4];
+                const int v_row = slice_row + lane % 8 + (lane / 8) % 2 * 8;
+                const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
+                ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
+                ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
+                ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
+            }
         }
     }
 
@@ -445,20 +455,23 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 
 // Entry points, one per (dtype, head_dim, cache kind); named in
 // launch_decode.cpp. The paged ones differ only in their tile traits.
-#define FMHA_DECODE_ENTRY(name, bf16, d, paged)                                        \
-    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, paged))       \
+#define FMHA_DECODE_ENTRY(name, bf16, d, kv)                                           \
+    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, kv))          \
         name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, d, paged>(p);                                       \
+        fmha::decode::decode<bf16, d, kv>(p);                                          \
     }
 
 #define FMHA_DECODE_ENTRIES(d)                                                         \
-    FMHA_DECODE_ENTRY(fmha_decode_bf16_hd##d, true, d, false)                          \
-    FMHA_DECODE_ENTRY(fmha_decode_fp16_hd##d, false, d, false)                         \
-    FMHA_DECODE_ENTRY(fmha_decode_paged_bf16_hd##d, true, d, true)                     \
-    FMHA_DECODE_ENTRY(fmha_decode_paged_fp16_hd##d, false, d, true)
+    FMHA_DECODE_ENTRY(fmha_decode_bf16_hd##d, true, d, fmha::DecodeKv::kDense)         \
+    FMHA_DECODE_ENTRY(fmha_decode_fp16_hd##d, false, d, fmha::DecodeKv::kDense)        \
+    FMHA_DECODE_ENTRY(fmha_decode_paged_bf16_hd##d, true, d, fmha::DecodeKv::kPaged)   \
+    FMHA_DECODE_ENTRY(fmha_decode_paged_fp16_hd##d, false, d, fmha::DecodeKv::kPaged)
 
 FMHA_DECODE_ENTRIES(64)
 FMHA_DECODE_ENTRIES(96)
 FMHA_DECODE_ENTRIES(128)
 FMHA_DECODE_ENTRIES(256)
 FMHA_DECODE_ENTRIES(512)
+// Paged hd64 on 128-key tiles (tile_traits.h).
+FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
+FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)

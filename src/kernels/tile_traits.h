@@ -155,8 +155,8 @@ FMHA_HOST_DEVICE constexpr int sm90_smem_bytes(Sm90Tile t) {
 namespace fmha {
 
 // Decode kernel: 16 packed query rows (query positions x the query heads of
-// one KV head) per CTA, 4 warps (contiguous hd64: 8, see below) on
-// different 16-key slices of each key tile.
+// one KV head) per CTA, 4 warps (contiguous hd64: 8, see below), each on its
+// own 16-key slices of every key tile.
 // hd512 pairs the warps: both of a pair see the same keys and each owns half
 // of O's columns, so O fits in registers. Contiguous caches: stages as deep
 // as shared memory allows while keeping 2 CTAs per SM up to hd128. Paged
@@ -166,32 +166,41 @@ namespace fmha {
 // Contiguous hd64 streams 128-key tiles with 8 warps: a 64-key tile carries
 // half hd128's bytes for the same per-tile work, and one CTA per SM (the
 // split rows) fell 3-8% behind cuDNN (docs/kernel-notes.md, d35).
+// Paged hd64 has two tiles: 128 keys (2 slices per warp) stream 5-17% faster
+// wherever the grid fits at 3 CTAs per SM; 64-key tiles fit more CTAs per SM
+// and run grids that would need more waves on the wide tile (kernel-notes
+// d37; launch_decode.cpp chooses).
 struct DecodeTile {
     int warps;    // per CTA
-    int block_n;  // keys per pipeline stage (16 per key group)
+    int block_n;  // keys per pipeline stage (whole 16-key slices per warp)
     int stages;   // K/V pipeline depth
     int d_split;  // warps sharing one key slice, each with head_dim/d_split columns of O
 };
 
+// How the kernel reads K and V: a dense cache, or pages through a block
+// table on the usual tile or (hd64) the wide one.
+enum class DecodeKv : int { kDense = 0, kPaged = 1, kPagedWide = 2 };
+
 constexpr int kDecodeRows = 16;
 
 // FMHA_DECODE_TUNE_{WARPS,STAGES} override the table for tuning runs only.
-FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, bool paged) {
+FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
 #if defined(FMHA_DECODE_TUNE_WARPS) && defined(FMHA_DECODE_TUNE_STAGES)
-    (void)paged;
+    (void)kv;
     return head_dim == 512 ? DecodeTile{4, 32, 3, 2}
                            : DecodeTile{FMHA_DECODE_TUNE_WARPS, 16 * FMHA_DECODE_TUNE_WARPS,
                                         FMHA_DECODE_TUNE_STAGES, 1};
 #else
-    return head_dim == 512          ? DecodeTile{4, 32, 3, 2}
-         : paged && head_dim <= 128 ? DecodeTile{4, 64, 2, 1}
-         : head_dim == 64           ? DecodeTile{8, 128, 3, 1}
-                                    : DecodeTile{4, 64, 3, 1};
+    return head_dim == 512                           ? DecodeTile{4, 32, 3, 2}
+         : kv == DecodeKv::kPagedWide                ? DecodeTile{4, 128, 2, 1}
+         : kv == DecodeKv::kPaged && head_dim <= 128 ? DecodeTile{4, 64, 2, 1}
+         : head_dim == 64                            ? DecodeTile{8, 128, 3, 1}
+                                                     : DecodeTile{4, 64, 3, 1};
 #endif
 }
 
-FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, bool paged) {
-    return 32 * decode_tile(head_dim, paged).warps;
+FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, DecodeKv kv) {
+    return 32 * decode_tile(head_dim, kv).warps;
 }
 
 // Q rows are padded by 8 elements (conflict-free ldmatrix, read once).
@@ -223,22 +232,22 @@ FMHA_HOST_DEVICE constexpr int decode_kv_offset(int r, int c) {
 FMHA_HOST_DEVICE constexpr int decode_q_bytes(int head_dim) {
     return kDecodeRows * decode_smem_row(head_dim) * 2;
 }
-FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim, bool paged) {
-    return decode_tile(head_dim, paged).stages * 2 * decode_tile(head_dim, paged).block_n *
-           head_dim * 2;
+FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim, DecodeKv kv) {
+    return decode_tile(head_dim, kv).stages * 2 * decode_tile(head_dim, kv).block_n * head_dim *
+           2;
 }
-FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim, bool paged) {
-    return (decode_tile(head_dim, paged).warps / decode_tile(head_dim, paged).d_split) *
-           kDecodeRows * (head_dim + 2) * 4;
+FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim, DecodeKv kv) {
+    return (decode_tile(head_dim, kv).warps / decode_tile(head_dim, kv).d_split) * kDecodeRows *
+           (head_dim + 2) * 4;
 }
 #ifndef FMHA_DECODE_TUNE_SMEM_PAD
 #define FMHA_DECODE_TUNE_SMEM_PAD 0  // tuning runs only: extra bytes to lower occupancy
 #endif
-FMHA_HOST_DEVICE constexpr int decode_smem_bytes(int head_dim, bool paged) {
+FMHA_HOST_DEVICE constexpr int decode_smem_bytes(int head_dim, DecodeKv kv) {
     return FMHA_DECODE_TUNE_SMEM_PAD + decode_q_bytes(head_dim) +
-           (decode_pipeline_bytes(head_dim, paged) > decode_reduce_bytes(head_dim, paged)
-                ? decode_pipeline_bytes(head_dim, paged)
-                : decode_reduce_bytes(head_dim, paged));
+           (decode_pipeline_bytes(head_dim, kv) > decode_reduce_bytes(head_dim, kv)
+                ? decode_pipeline_bytes(head_dim, kv)
+                : decode_reduce_bytes(head_dim, kv));
 }
 
 }  // namespace fmha

@@ -444,6 +444,11 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             CHECK(g.same_inf);
         }
     }
+    // Both paged hd64 tiles ran (the 448-CTA case above; 114-132 SMs).
+    if (current_device_sm() == 90 && !std::getenv("FMHA_TEST_CASE") && !st.aborted) {
+        CHECK(st.kernels.count("fmha_decode_paged_bf16_hd64") == 1);
+        CHECK(st.kernels.count("fmha_decode_paged_wide_bf16_hd64") == 1);
+    }
     finish("split", st);
 }
 

@@ -1131,6 +1131,11 @@ std::vector<ServingCase> split_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 8, 1)
                     .varlen_q({4, 1, 0, 4}, 2).paged(16, {2007, 340, 60, 1234})
                     .seqused({2000, 333, 50, 1234}).mask(kBottomRight).layout(Layout::BHSD));
+    // paged hd64 over 64 (sequence, KV head) tiles: 7 splits (448 CTAs) fit one
+    // wave of the 64-key paged tile but not of the 128-key one on sm_90, so the
+    // decode runs cover both paged hd64 entry points (launch_decode.cpp)
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 32, 8)
+                    .q(repeated(8, 1)).paged(16, repeated(8, 1000)).mask(kBottomRight));
     // head_dim 512, MLA-style
     v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
                     .q({1, 1}).k({2000, 2000}).mask(kBottomRight));

@@ -130,12 +130,12 @@ int splits_for(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {
 // second, partial wave of wide CTAs costs more than their faster stream
 // gains. On the H200 the wide tile streamed 2-17% faster on 20 of 24
 // problems (multi-wave grids too) and lost 18-19% on exactly those 4 (B64
-// H32/8 S2048: 512 CTAs; kernel-notes d37). Without device information: the
-// wide tile.
+// H32/8 S2048: 512 CTAs; kernel-notes d37). Only measured there: other
+// devices (and support queries, with no device information) keep the 64-key
+// tile, as before.
 DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
     if (!p.paged_kv) return DecodeKv::kDense;
-    if (p.head_dim != 64) return DecodeKv::kPaged;
-    if (dev.num_sms <= 0) return DecodeKv::kPagedWide;
+    if (p.head_dim != 64 || dev.sm != 90 || dev.num_sms <= 0) return DecodeKv::kPaged;
     auto one_wave = [&](DecodeKv kv) {
         const int64_t ctas = p.batch * p.num_kv_heads * m_tiles(p) * splits_for(p, dev, kv);
         return ctas <= resident_ctas_per_sm(dev, decode_smem_bytes(64, kv)) * dev.num_sms;

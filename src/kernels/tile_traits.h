@@ -166,10 +166,10 @@ namespace fmha {
 // Contiguous hd64 streams 128-key tiles with 8 warps: a 64-key tile carries
 // half hd128's bytes for the same per-tile work, and one CTA per SM (the
 // split rows) fell 3-8% behind cuDNN (docs/kernel-notes.md, d35).
-// Paged hd64 has two tiles: 128 keys (2 slices per warp) stream 5-17% faster
-// wherever the grid fits at 3 CTAs per SM; 64-key tiles fit more CTAs per SM
-// and run grids that would need more waves on the wide tile (kernel-notes
-// d37; launch_decode.cpp chooses).
+// Paged hd64 has two tiles: on the H200 128 keys (2 slices per warp) stream
+// 5-17% faster wherever the grid fits at 3 CTAs per SM; 64-key tiles fit more
+// CTAs per SM and run grids that would need more waves on the wide tile
+// (kernel-notes d37; launch_decode.cpp chooses, sm_90 only).
 struct DecodeTile {
     int warps;    // per CTA
     int block_n;  // keys per pipeline stage (whole 16-key slices per warp)

@@ -7,8 +7,9 @@
 // `num_splits` slices of the keys and writes a partial (O, LSE) that the
 // combine kernel (fmha_combine.cu) joins exactly. Four warps work on
 // different 16-key slices of every key tile (contiguous hd64: eight, on
-// 128-key tiles; hd512: pairs of warps share a slice and split O's
-// columns); K and V stream through a multi-stage
+// 128-key tiles; paged hd64's wide tile: four, two slices each in turn;
+// hd512: pairs of warps share a slice and split O's columns); K and V
+// stream through a multi-stage
 // cp.async pipeline (stage rows: see decode_kv_offset in tile_traits.h).
 // At the end the warps' softmax states are merged in shared memory.
 #include <math_constants.h>

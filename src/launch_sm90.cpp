@@ -64,6 +64,20 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
     return kNames[dtype == FMHA_DTYPE_BF16][index][shape][score_mods];
 }
 
+// The `_varlen` entry points: the plain default tiles walking only the real
+// query blocks of packed Q (sm90_compact_walk); nullptr for other kernels.
+const char *compact_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
+    if (shape != kSm90Default || score_mods) return nullptr;
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    switch (head_dim) {
+    case 64: return bf16 ? "fmha_fwd_sm90_bf16_hd64_varlen" : "fmha_fwd_sm90_fp16_hd64_varlen";
+    case 96: return bf16 ? "fmha_fwd_sm90_bf16_hd96_varlen" : "fmha_fwd_sm90_fp16_hd96_varlen";
+    case 128: return bf16 ? "fmha_fwd_sm90_bf16_hd128_varlen" : "fmha_fwd_sm90_fp16_hd128_varlen";
+    case 256: return bf16 ? "fmha_fwd_sm90_bf16_hd256_varlen" : "fmha_fwd_sm90_fp16_hd256_varlen";
+    }
+    return nullptr;
+}
+
 // TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
 bool broadcasts(const fmha_strides &s, int64_t seqlen, int64_t heads, int64_t batch) {
     return (s.seq == 0 && seqlen > 1) || (s.head == 0 && heads > 1) || (s.batch == 0 && batch > 1);
@@ -189,6 +203,7 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     params.num_splits = c.num_splits;
     params.total_tiles = sched.total_tiles;
     params.persistent = sched.persistent;
+    params.compact_batch = sched.compact_batch;
     params.head_group = sched.head_group;
     params.div_tiles_per_split = sched.div_tiles_per_split;
     params.tile_div = sched.tile_div;
@@ -297,6 +312,18 @@ int sm90_auto_splits(const Problem &p, const DeviceLimits &dev, const Sm90Tile &
     return static_cast<int>(std::max<int64_t>(1, splits));
 }
 
+// Packed (varlen) Q on a persistent grid walks only the real query blocks:
+// the slot order gives every sequence the longest one's block count, so a
+// batch of 532-3953 tokens left 57% of the slots empty, each costing the CTA
+// that met it a length lookup, and loaded the busiest CTA 10% above the mean
+// (kernel-notes h26). Only the plain order (no causal head groups, no packed
+// heads, no split) and up to kSm90CompactMaxBatch sequences, whose block
+// counts each CTA sums into shared memory at its start.
+bool sm90_compact_walk(const Problem &p, const Sm90Schedule &s) {
+    return p.varlen_q && s.persistent && s.head_group == 0 && s.group_shift == 0 &&
+           p.batch <= kSm90CompactMaxBatch;
+}
+
 // The tile walk of a plan (everything but the tensors): configure computes it
 // once, sm90_launch copies it. `dev.num_sms` is 0 for a support query, whose
 // grid size is never used.
@@ -313,6 +340,7 @@ Sm90Schedule sm90_schedule(const Problem &p, const DeviceLimits &dev, const Sm90
     s.total_tiles = static_cast<int32_t>(tiles);
     s.persistent = splits == 1 && use_persistent_grid(p);
     s.head_group = s.persistent ? persistent_head_group(p, s.tile_heads) : 0;
+    s.compact_batch = sm90_compact_walk(p, s) ? static_cast<int32_t>(p.batch) : 0;
     s.k_box_rows = p.paged_kv ? sm90_paged_chunk_rows(p.page_size, tile.block_n) : tile.block_n;
     s.paged_chunks = p.paged_kv ? tile.block_n / s.k_box_rows : 0;
     s.ctas = static_cast<uint32_t>(s.persistent && dev.num_sms > 0 && tiles > dev.num_sms
@@ -369,8 +397,8 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.image_family = "sm90";
     // Windows, softcap and sinks take the entry points that mask window
     // edges, cap scores and add sinks; the plain ones stay as they were.
-    c.kernel_name =
-        kernel_name(p.dtype, p.head_dim, shape, p.has_window() || p.softcap > 0.0f || p.sinks);
+    const bool score_mods = p.has_window() || p.softcap > 0.0f || p.sinks;
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, shape, score_mods);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
     c.threads = sm90_threads(d, shape);
@@ -379,6 +407,11 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.workspace_bytes = split_workspace(p, splits).total();
     c.combine_kernel_name = splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.sm90 = sm90_schedule(p, dev, tile, splits);
+    if (c.sm90.compact_batch > 0) {  // only the plain default tiles walk compactly
+        const char *walker = compact_kernel_name(p.dtype, p.head_dim, shape, score_mods);
+        if (walker != nullptr) c.kernel_name = walker;
+        else c.sm90.compact_batch = 0;
+    }
     c.launch = sm90_launch;
     *out = c;
     return FMHA_STATUS_SUCCESS;

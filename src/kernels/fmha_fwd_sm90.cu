@@ -130,7 +130,8 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
     for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride, ++q_iter) {
-        const Tile tile = decode_tile<Cfg::kFastTileDecode>(params, idx);
+        if (past_walk<Cfg>(params, idx)) break;
+        const Tile tile = walk_tile<Cfg>(params, idx);
         const Sequence seq = sequence_of(p, tile.batch);
         const int m0 = tile.m_block * BM;
         if (m0 >= tile_rows(seq, shift)) {  // as the producer: skipped without a barrier phase
@@ -271,9 +272,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the stores
 }
 
-template <bool kBf16, int D, int kShape, bool kScoreMods>
+template <bool kBf16, int D, int kShape, bool kScoreMods, bool kCompact>
 __device__ __forceinline__ void forward(const Sm90Params &params) {
-    using Cfg = Config<D, kShape, kScoreMods>;
+    using Cfg = Config<D, kShape, kScoreMods, kCompact>;
     extern __shared__ uint8_t smem_raw[];
     const Smem<Cfg> sm(smem_raw);
     if (threadIdx.x == 0) {
@@ -287,6 +288,7 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
         }
         ptx::fence_mbarrier_init();
     }
+    if constexpr (Cfg::kCompactWalk) build_compact_walk<Cfg>(params);
     __syncthreads();
 
     const int warpgroup = threadIdx.x / 128;
@@ -309,11 +311,13 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 // modifiers (`_scoremod`: sliding windows, softcap, sinks); named in
 // launch_sm90.cpp. hd64's narrow-row tile serves windows only; its row-mask
 // entry point, short causal problems without score modifiers.
-#define FMHA_SM90_ENTRY(name, bf16, d, shape, mods)                                     \
+#define FMHA_SM90_ENTRY_WALK(name, bf16, d, shape, mods, compact)                       \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d, shape), 1)       \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
-        fmha::sm90::forward<bf16, d, shape, mods>(params);                              \
+        fmha::sm90::forward<bf16, d, shape, mods, compact>(params);                     \
     }
+#define FMHA_SM90_ENTRY(name, bf16, d, shape, mods) \
+    FMHA_SM90_ENTRY_WALK(name, bf16, d, shape, mods, false)
 #define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
@@ -336,3 +340,13 @@ FMHA_SM90_ENTRIES(fp16, false, 512, , fmha::kSm90Default)
 FMHA_SM90_ENTRIES(fp16, false, 512, _shared_s, fmha::kSm90SharedS)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_narrow_scoremod, false, 64, fmha::kSm90NarrowRows, true)
 FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_rowmask, false, 64, fmha::kSm90RowMasks, false)
+// Packed (varlen) Q without causal head groups, on a persistent grid: the
+// plain default tiles walking only the real query blocks (kernel-notes h26).
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd64_varlen, true, 64, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd96_varlen, true, 96, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd128_varlen, true, 128, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd256_varlen, true, 256, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd64_varlen, false, 64, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd96_varlen, false, 96, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd128_varlen, false, 128, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd256_varlen, false, 256, fmha::kSm90Default, false, true)

@@ -157,6 +157,13 @@ struct Sm90Params {
     // 0: contiguous K/V.
     int32_t paged_chunk_rows;
     int32_t paged_chunks;
+    // Packed (varlen) Q on a persistent grid: > 0, the batch (at most
+    // kSm90CompactMaxBatch), whose real query blocks the CTAs walk without the
+    // empty slots of shorter sequences (compact_tile_coord in tile_order.h;
+    // each CTA sums the tile counts into static shared memory at its start).
+    int32_t compact_batch;
 };
+
+constexpr int kSm90CompactMaxBatch = 256;
 
 }  // namespace fmha

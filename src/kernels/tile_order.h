@@ -78,6 +78,27 @@ FMHA_HOST_DEVICE inline TileCoord sm90_tile_coord(int idx, int num_m_blocks, int
     return TileCoord{num_m_blocks - 1 - m_rank, bh - batch_of * num_q_heads, batch_of};
 }
 
+// Packed (varlen) Q without empty slots: sequence b's tiles are indices
+// tiles_before[b] .. tiles_before[b + 1] - 1 (heads x its own query blocks),
+// one head's blocks after another, last first, as head_group 0 above. The
+// slot order above gives every sequence the longest one's block count, and a
+// persistent CTA pays for each empty slot it meets (kernel-notes h26).
+// tiles_before has batch + 1 entries, nondecreasing, tiles_before[0] == 0;
+// idx < tiles_before[batch].
+FMHA_HOST_DEVICE inline TileCoord compact_tile_coord(int idx, const int *tiles_before, int batch,
+                                                     int heads) {
+    int lo = 0, hi = batch;  // the last sequence whose tiles start at or before idx
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (tiles_before[mid] <= idx) lo = mid;
+        else hi = mid;
+    }
+    const int within = idx - tiles_before[lo];
+    const int blocks = (tiles_before[lo + 1] - tiles_before[lo]) / heads;
+    const int head = within / blocks;
+    return TileCoord{blocks - 1 - (within - head * blocks), head, lo};
+}
+
 // Split-KV: the key tiles [begin, end) of a query block's n_tiles that split
 // `split` of `num_splits` takes: equal runs in order, the last ones shorter or
 // empty (an empty split writes a partial with no key, LSE -inf).

@@ -105,3 +105,50 @@ TEST_CASE("Hopper split-KV: the splits cover a block's key tiles once, in order"
             CHECK(nonempty <= splits);
         }
 }
+
+TEST_CASE("Hopper tile order without empty slots: every real block of a varlen batch once",
+          "[cpu][tile-order]") {
+    const std::vector<std::vector<int>> batches = {
+        {1},          {3},          {0, 2, 0},    {5, 0, 0, 1}, {7, 31, 10, 7, 10, 9, 8, 5, 31, 15},
+        {0, 0, 4, 0}, {1, 1, 1, 1}, {2, 0, 3, 0, 0, 9}};
+    for (int heads : {1, 3, 16}) {
+        for (const std::vector<int> &blocks : batches) {
+            const int batch = static_cast<int>(blocks.size());
+            std::vector<int> before(static_cast<size_t>(batch) + 1, 0);
+            for (int b = 0; b < batch; ++b)
+                before[static_cast<size_t>(b) + 1] = before[static_cast<size_t>(b)] + heads * blocks[b];
+            const int total = before.back();
+            INFO("heads " << heads << " batch " << batch << " tiles " << total);
+            std::vector<std::vector<int>> seen(static_cast<size_t>(batch));
+            for (int b = 0; b < batch; ++b) seen[b].assign(static_cast<size_t>(heads * blocks[b]), 0);
+            int bad = 0, out_of_order = 0;
+            int prev_pair = -1, prev_block = 0;
+            for (int idx = 0; idx < total; ++idx) {
+                const fmha::TileCoord t = fmha::compact_tile_coord(idx, before.data(), batch, heads);
+                if (t.batch < 0 || t.batch >= batch || t.head < 0 || t.head >= heads ||
+                    t.m_block < 0 || t.m_block >= blocks[t.batch]) {
+                    ++bad;
+                    continue;
+                }
+                ++seen[t.batch][static_cast<size_t>(t.head * blocks[t.batch] + t.m_block)];
+                // Sequences and heads in turn, each head's blocks last first.
+                const int pair = t.batch * heads + t.head;
+                if (pair == prev_pair ? t.m_block != prev_block - 1
+                                      : pair < prev_pair || t.m_block != blocks[t.batch] - 1)
+                    ++out_of_order;
+                prev_pair = pair;
+                prev_block = t.m_block;
+            }
+            CHECK(bad == 0);
+            CHECK(out_of_order == 0);
+            int missing = 0, repeated = 0;
+            for (const std::vector<int> &s : seen)
+                for (int n : s) {
+                    missing += n == 0;
+                    repeated += n > 1;
+                }
+            CHECK(missing == 0);
+            CHECK(repeated == 0);
+        }
+    }
+}

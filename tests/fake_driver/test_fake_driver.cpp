@@ -1180,6 +1180,55 @@ TEST_CASE("fake driver: paged hd64 takes the 64-key tile only where it alone fit
     }
 }
 
+// Packed Q on a persistent grid without causal head groups walks only the
+// real query blocks: the plain default tiles' `_varlen` entry points (h26),
+// up to kSm90CompactMaxBatch (256) sequences; the others keep their kernels.
+TEST_CASE("fake driver: varlen prefill takes the _varlen entry points where they apply",
+          "[cpu][fake-driver][plan]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Row {
+        int64_t hd, batch, max_len;
+        fmha_mask mask;
+        float softcap;
+        const char *kernel;
+    };
+    const Row rows[] = {
+        {128, 10, 3953, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd128_varlen"},
+        {64, 10, 3953, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd64_varlen"},
+        {96, 10, 2000, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd96_varlen"},
+        {256, 10, 2000, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd256_varlen"},
+        {128, 256, 1000, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd128_varlen"},
+        {128, 257, 1000, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd128"},  // batch cap
+        {128, 10, 3953, FMHA_MASK_CAUSAL_TOP_LEFT, 0.f, "fmha_fwd_sm90_bf16_hd128"},  // head groups
+        {128, 10, 3953, FMHA_MASK_NONE, 30.f, "fmha_fwd_sm90_bf16_hd128_scoremod"},
+        {128, 10, 8192, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd128_wide"},  // one tile per CTA
+        {512, 10, 2000, FMHA_MASK_NONE, 0.f, "fmha_fwd_sm90_bf16_hd512_shared_s"}};
+    for (const Row &r : rows) {
+        Fake &f = fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, r.hd, Layout::BSHD, r.max_len, r.max_len);
+        d.batch = r.batch;
+        d.flags |= FMHA_FLAG_VARLEN_Q | FMHA_FLAG_VARLEN_K;
+        d.total_q = d.total_k = r.batch * r.max_len;
+        d.q_strides.batch = d.o_strides.batch = d.k_strides.batch = d.v_strides.batch = 0;
+        d.mask = r.mask;
+        d.softcap = r.softcap;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        Plan plan;
+        INFO("hd " << r.hd << " batch " << r.batch << " max_len " << r.max_len << " mask "
+                   << int(r.mask) << " softcap " << r.softcap);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        fmha_tensors t = fake_tensors();
+        t.cu_seqlens_q = t.cu_seqlens_k = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
+                FMHA_STATUS_SUCCESS);
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        CHECK(std::string(l.kernel) == r.kernel);
+    }
+}
+
 TEST_CASE("fake driver: packed Q with no rows runs nothing", "[cpu][fake-driver][run][decode]") {
     Fake &f = fresh_fake(90);
     fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 2048);

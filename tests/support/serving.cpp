@@ -846,6 +846,26 @@ std::vector<ServingCase> varlen_suite() {
         v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 4, 1)
                         .q(repeated(6, 17)).packed_k({0, 1, 2, 17, 1000, 4097})
                         .mask(m).layout(Layout::SLICED).scale(0.3f));
+    // Non-causal packed Q and K up to 2000 keys: the Hopper kernel's `_varlen`
+    // entry points (walking only the real query blocks, kernel-notes h26),
+    // with empty sequences, one-row sequences and ragged block counts.
+    const std::vector<int32_t> cq = {300, 0, 1, 1000, 129, 17, 2000, 128};
+    const std::vector<int32_t> ck = {300, 40, 1, 2000, 700, 0, 1500, 128};
+    struct W {
+        fmha_dtype dt;
+        int64_t hd, hq, hkv;
+        Layout layout;
+    } walks[] = {{FMHA_DTYPE_BF16, 128, 8, 2, Layout::BSHD},
+                 {FMHA_DTYPE_FP16, 96, 6, 3, Layout::BHSD},
+                 {FMHA_DTYPE_BF16, 256, 4, 4, Layout::SLICED},
+                 {FMHA_DTYPE_FP16, 64, 4, 1, Layout::BSHD}};
+    int w = 0;
+    for (const W &x : walks) {
+        v.push_back(serving_case(x.dt, x.hd, x.hq, x.hkv)
+                        .varlen_q(rotated(cq, w), 5).packed_k(rotated(ck, w))
+                        .mask(FMHA_MASK_NONE).layout(x.layout));
+        w += 3;
+    }
     // Lengths past seqlen_q / seqlen_k: fmha.h computes only the first
     // seqlen_q rows and uses only the first seqlen_k keys. (Under
     // BOTTOM_RIGHT the alignment of a clamped sequence is not specified:

@@ -12,13 +12,17 @@ namespace fmha::sm90 {
 // is staged over it), 8 + consumer (ping-pong turns).
 constexpr int kConsumersBarrier = 6;
 
-template <int kHeadDim, int kShape, bool kWithScoreMods>
+template <int kHeadDim, int kShape, bool kWithScoreMods, bool kCompact = false>
 struct Config {
     static constexpr int D = kHeadDim;
     // kShape: a Sm90Shape (tile_traits.h).
     // Sliding windows, softcap and sinks: their own entry points, so the
     // plain kernels keep their code (the extra mask spills hd128's wide tile).
     static constexpr bool kScoreMods = kWithScoreMods;
+    // Packed Q walked without empty slots (Sm90Params::compact_batch): the
+    // `_varlen` entry points, so the others keep their code (a runtime test
+    // in the tile loop cost the dense kernels 1-2%, kernel-notes h26).
+    static constexpr bool kCompactWalk = kCompact;
     // Masked tiles take per-row column bounds (softmax.cuh), except in the
     // plain wide tile, whose register budget they exceed (38-byte spill), and
     // the plain hd64 kernel, where they measured -2 to -3% at 4k-8k keys

@@ -70,7 +70,8 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
     int q_iter = 0, kv_iter = 0;
     const int stride = params.persistent ? gridDim.x : params.total_tiles;
     for (int idx = blockIdx.x; idx < params.total_tiles; idx += stride) {
-        const Tile tile = decode_tile<Cfg::kFastTileDecode>(params, idx);
+        if (past_walk<Cfg>(params, idx)) break;
+        const Tile tile = walk_tile<Cfg>(params, idx);
         const Sequence seq = sequence_of(params.fwd, tile.batch);
         const int m0 = tile.m_block * BM;
         if (m0 >= tile_rows(seq, shift)) continue;  // past a shorter sequence of a varlen batch

@@ -31,6 +31,57 @@ __device__ __forceinline__ Tile decode_tile(const Sm90Params &params, int idx) {
                            params.head_group, params.tile_div);
 }
 
+// Packed Q without empty slots (Sm90Params::compact_batch > 0, `_varlen`
+// entry points): tile heads x the query blocks of the sequences before b, for
+// compact_tile_coord. Static shared memory, so that its address costs the key
+// loops no register (a pointer kept live across them spilled).
+__shared__ int sm90_tiles_before[kSm90CompactMaxBatch + 1];
+
+// Every thread of the CTA takes part; the caller's barrier publishes it.
+template <typename Cfg>
+__device__ __forceinline__ void build_compact_walk(const Sm90Params &params) {
+    int *before = sm90_tiles_before;
+    const int batch = params.compact_batch;
+    for (int b = threadIdx.x; b < batch; b += blockDim.x) {  // each sequence's tiles
+        const int len_q = sequence_of(params.fwd, b).len_q;
+        before[b + 1] = (len_q + Cfg::BM - 1) / Cfg::BM * params.tile_heads;
+    }
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    // Warp 0 turns the counts into running sums: each lane a run of entries.
+    const int lane = threadIdx.x, per = (batch + 31) / 32;
+    const int b0 = min(lane * per, batch), b1 = min(b0 + per, batch);
+    int mine = 0;
+    for (int b = b0; b < b1; ++b) mine += before[b + 1];
+    int sum = mine;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int x = __shfl_up_sync(0xffffffffu, sum, d);
+        if (lane >= d) sum += x;
+    }
+    sum -= mine;  // the lanes before this one
+    for (int b = b0; b < b1; ++b) {
+        sum += before[b + 1];
+        before[b + 1] = sum;
+    }
+    if (lane == 0) before[0] = 0;
+}
+
+// The tile walk: every slot of the order (tile_order.h), or (the `_varlen`
+// entry points) only the real blocks, which may end before total_tiles.
+template <typename Cfg>
+__device__ __forceinline__ bool past_walk(const Sm90Params &params, int idx) {
+    if constexpr (Cfg::kCompactWalk) return idx >= sm90_tiles_before[params.compact_batch];
+    return false;
+}
+
+template <typename Cfg>
+__device__ __forceinline__ Tile walk_tile(const Sm90Params &params, int idx) {
+    if constexpr (Cfg::kCompactWalk)
+        return compact_tile_coord(idx, sm90_tiles_before, params.compact_batch, params.tile_heads);
+    return decode_tile<Cfg::kFastTileDecode>(params, idx);
+}
+
 // Packed tiles: query head of tile row `row`, or -1 for a row that pads the
 // group to a power of two (zero Q; computed, never stored).
 __device__ __forceinline__ int head_of_row(const Sm90Params &params, const Tile &tile, int row) {

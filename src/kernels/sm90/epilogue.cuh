@@ -77,6 +77,11 @@ __device__ __forceinline__ void store_partials(const Sm90Params &params,
     }
 }
 
+// Packed Q's full blocks stored by TMA: the `_varlen` entry points of hd96
+// and hd128 only (hd64's three consumers and hd256 spilled with it).
+template <typename Cfg>
+constexpr bool kPackedBoxes = Cfg::kCompactWalk && (Cfg::D == 96 || Cfg::D == 128);
+
 // Epilogue: normalized O (this consumer's columns from col0) staged in the
 // TMA 128-byte swizzled layout (row r's 16-byte chunk c sits at chunk
 // c ^ (r % 8)) and stored with TMA (row by row for packed Q), then the LSE.
@@ -126,7 +131,21 @@ __device__ __forceinline__ void store_output(const Sm90Params &params,
             }
         }
     }
-    if (p.cu_seqlens_q == nullptr) {
+    if (kPackedBoxes<Cfg> && first_row + 63 < seq.len_q) {
+        // `_varlen` entry points (packed Q, no packed heads): this consumer's
+        // rows lie wholly inside the sequence, so one TMA box at its packed
+        // row (the map spans all packed rows) stores them; a partial last
+        // block goes row by row below (h27).
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_sync(1 + consumer, 128);
+        if (tid == 0) {
+            const int row = static_cast<int>(seq.q_row0) + first_row;
+            for (int b = col0 / 64; b < (col0 + Cfg::kDv) / 64; ++b)
+                ptx::tma_store_5d(&params.o, o_mine + b * BM * 128, b * 64, 0, row, tile.head, 0);
+            ptx::tma_store_commit();
+            if (!Cfg::kSeparateO) ptx::tma_store_wait_read();
+        }
+    } else if (p.cu_seqlens_q == nullptr) {
         ptx::fence_proxy_async_shared();
         ptx::named_barrier_sync(1 + consumer, 128);
         if (tid == 0) {

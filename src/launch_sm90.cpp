@@ -64,18 +64,25 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
     return kNames[dtype == FMHA_DTYPE_BF16][index][shape][score_mods];
 }
 
-// The `_varlen` entry points: the plain default tiles walking only the real
-// query blocks of packed Q (sm90_compact_walk); nullptr for other kernels.
-const char *compact_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
-    if (shape != kSm90Default || score_mods) return nullptr;
-    const bool bf16 = dtype == FMHA_DTYPE_BF16;
-    switch (head_dim) {
-    case 64: return bf16 ? "fmha_fwd_sm90_bf16_hd64_varlen" : "fmha_fwd_sm90_fp16_hd64_varlen";
-    case 96: return bf16 ? "fmha_fwd_sm90_bf16_hd96_varlen" : "fmha_fwd_sm90_fp16_hd96_varlen";
-    case 128: return bf16 ? "fmha_fwd_sm90_bf16_hd128_varlen" : "fmha_fwd_sm90_fp16_hd128_varlen";
-    case 256: return bf16 ? "fmha_fwd_sm90_bf16_hd256_varlen" : "fmha_fwd_sm90_fp16_hd256_varlen";
-    }
-    return nullptr;
+// Variants of the plain default tiles (Sm90Variant in kernels/sm90/
+// config.cuh), each on its own entry points: `_varlen` walks only the real
+// query blocks of packed Q (sm90_compact_walk), `_paged16` reads a paged
+// cache's V in one TMA box per 16-row chunk (sm90_chunk_major_v). nullptr
+// where the variant was not built.
+enum class Sm90EntryVariant : int { kVarlen = 0, kPaged16 = 1 };
+
+const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, Sm90EntryVariant variant) {
+    static const char *const kNames[2][2][4] = {  // [variant][bf16][hd64, hd96, hd128, hd256]
+        {{"fmha_fwd_sm90_fp16_hd64_varlen", "fmha_fwd_sm90_fp16_hd96_varlen",
+          "fmha_fwd_sm90_fp16_hd128_varlen", "fmha_fwd_sm90_fp16_hd256_varlen"},
+         {"fmha_fwd_sm90_bf16_hd64_varlen", "fmha_fwd_sm90_bf16_hd96_varlen",
+          "fmha_fwd_sm90_bf16_hd128_varlen", "fmha_fwd_sm90_bf16_hd256_varlen"}},
+        {{nullptr, nullptr, "fmha_fwd_sm90_fp16_hd128_paged16", "fmha_fwd_sm90_fp16_hd256_paged16"},
+         {nullptr, nullptr, "fmha_fwd_sm90_bf16_hd128_paged16", "fmha_fwd_sm90_bf16_hd256_paged16"}}};
+    const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
+                    : head_dim == 256 ? 3 : -1;
+    if (index < 0) return nullptr;
+    return kNames[static_cast<int>(variant)][dtype == FMHA_DTYPE_BF16][index];
 }
 
 // TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
@@ -188,8 +195,13 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
     FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_map_rows,
                                p.num_kv_heads, k_map_outer, p.k, sched.k_box_rows, "k"));
-    FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_map_rows,
-                               p.num_kv_heads, k_map_outer, p.v, sched.k_box_rows, "v"));
+    if (sched.chunk_major_v)  // `_paged16`: one box per 16-row chunk, all its columns
+        FMHA_TRY(encode_column_boxed_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v,
+                                                k_map_rows, p.num_kv_heads, k_map_outer, p.v,
+                                                sched.k_box_rows, "v"));
+    else
+        FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_map_rows,
+                                   p.num_kv_heads, k_map_outer, p.v, sched.k_box_rows, "v"));
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
@@ -324,6 +336,18 @@ bool sm90_compact_walk(const Problem &p, const Sm90Schedule &s) {
            p.batch <= kSm90CompactMaxBatch;
 }
 
+// A paged cache read in 16-row chunks (pages of 16, or of 48, 80, ...) makes
+// a plain tile's producer issue one TMA box per 64 columns of every chunk:
+// 32 boxes per hd128 key tile, and the chunked prefill of 16-row pages ran at
+// 0.84 of a contiguous cache where 32-row pages (16 boxes) ran at 0.96-0.98,
+// with the pages in order as slow as shuffled (kernel-notes h28). The
+// `_paged16` entry points keep each chunk's V columns together in shared
+// memory, so one box loads them: 24 boxes per tile. K keeps its layout (its
+// S = Q·Kᵀ descriptors step over the keys of the whole tile).
+bool sm90_chunk_major_v(const Problem &p, const Sm90Schedule &s) {
+    return p.paged_kv && s.k_box_rows == 16 && p.head_dim_v == p.head_dim;
+}
+
 // The tile walk of a plan (everything but the tensors): configure computes it
 // once, sm90_launch copies it. `dev.num_sms` is 0 for a support query, whose
 // grid size is never used.
@@ -407,10 +431,16 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.workspace_bytes = split_workspace(p, splits).total();
     c.combine_kernel_name = splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.sm90 = sm90_schedule(p, dev, tile, splits);
-    if (c.sm90.compact_batch > 0) {  // only the plain default tiles walk compactly
-        const char *walker = compact_kernel_name(p.dtype, p.head_dim, shape, score_mods);
-        if (walker != nullptr) c.kernel_name = walker;
-        else c.sm90.compact_batch = 0;
+    const bool plain = shape == kSm90Default && !score_mods;
+    const char *walker =
+        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90EntryVariant::kVarlen) : nullptr;
+    if (c.sm90.compact_batch > 0 && walker != nullptr) c.kernel_name = walker;
+    else c.sm90.compact_batch = 0;  // only the plain default tiles walk compactly
+    const char *chunked =
+        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90EntryVariant::kPaged16) : nullptr;
+    if (c.sm90.compact_batch == 0 && sm90_chunk_major_v(p, c.sm90) && chunked != nullptr) {
+        c.kernel_name = chunked;
+        c.sm90.chunk_major_v = 1;
     }
     c.launch = sm90_launch;
     *out = c;

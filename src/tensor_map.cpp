@@ -59,6 +59,17 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
     return encode(drv, map, dtype, base, dim, 4, outer, box, strides, name);
 }
 
+fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+                                           const void *base, int64_t dim, int64_t seqlen,
+                                           int64_t heads, int64_t batch,
+                                           const fmha_strides &strides, int box_rows,
+                                           const char *name) {
+    const Extent outer[4] = {
+        {seqlen, strides.seq}, {dim / 64, 64}, {heads, strides.head}, {batch, strides.batch}};
+    const cuuint32_t box[5] = {64, cuuint32_t(box_rows), cuuint32_t(dim / 64), 1, 1};
+    return encode(drv, map, dtype, base, 64, 5, outer, box, strides, name);
+}
+
 fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
                                       const void *base, int64_t dim, int64_t seqlen,
                                       int64_t heads, int64_t batch, const fmha_strides &strides,

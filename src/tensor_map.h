@@ -16,6 +16,16 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
                               int64_t batch, const fmha_strides &strides, int box_rows,
                               const char *name);
 
+// The same tensor as 5-D dims (64, seq, dim / 64, head, batch): a box of
+// `box_rows` rows takes all dim / 64 of their 64-column pieces at once,
+// staged as box_rows rows of piece 0, then of piece 1, ... (each piece a
+// 128-byte-swizzled block of box_rows rows). dim is a multiple of 64.
+fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+                                           const void *base, int64_t dim, int64_t seqlen,
+                                           int64_t heads, int64_t batch,
+                                           const fmha_strides &strides, int box_rows,
+                                           const char *name);
+
 // The same tensor as 5-D dims (dim, group, seq, heads / group, batch): the
 // heads come in groups of `group` (the query heads of one KV head), and a
 // box of `box_rows` rows takes box_rows / box_group positions of one group

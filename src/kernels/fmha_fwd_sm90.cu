@@ -65,8 +65,9 @@ __device__ __forceinline__ void zero_v_tail(uint8_t *v_stage, int first_row, int
     const int chunks = rows * 8 * Cfg::kBoxes;  // 16-byte chunks: 8 per 128-byte box row
     for (int i = rank * 128 + tid; i < chunks; i += 128 * count) {
         const int box = i / (rows * 8), rem = i % (rows * 8);
-        *reinterpret_cast<uint4 *>(v_stage + box * BN * 128 + (first_row + rem / 8) * 128 +
-                                   (rem % 8) * 16) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4 *>(v_stage + box * Cfg::kVBoxStride +
+                                   v_row_offset<Cfg>(first_row + rem / 8) + (rem % 8) * 16) =
+            make_uint4(0, 0, 0, 0);
     }
     ptx::fence_proxy_async_shared();  // generic writes, then wgmma reads
     ptx::named_barrier_sync(kConsumersBarrier, 128 * count);
@@ -115,7 +116,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     const uint8_t *q_mine = sm.q + row_offset * 128;
     uint8_t *o_mine = sm.o + row_offset * 128;
     const int col0 = Cfg::kSplitD ? consumer * Cfg::kDv : 0;  // first O column owned
-    const int v_cols = col0 / 64 * BN * 128;
+    const int v_cols = col0 / 64 * Cfg::kVBoxStride;
     // S over this half of D. Broadcast from lane 0 so the compiler knows it is
     // warp-uniform and keeps the S descriptors in uniform registers (else 4
     // R2UR per wgmma: 683 against 483 instructions per key tile).
@@ -272,9 +273,9 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
     if (tid == 0) ptx::tma_store_wait_read();  // shared memory must outlive the stores
 }
 
-template <bool kBf16, int D, int kShape, bool kScoreMods, bool kCompact>
+template <bool kBf16, int D, int kShape, bool kScoreMods, Sm90Variant kVariant>
 __device__ __forceinline__ void forward(const Sm90Params &params) {
-    using Cfg = Config<D, kShape, kScoreMods, kCompact>;
+    using Cfg = Config<D, kShape, kScoreMods, kVariant>;
     extern __shared__ uint8_t smem_raw[];
     const Smem<Cfg> sm(smem_raw);
     if (threadIdx.x == 0) {
@@ -294,7 +295,7 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-        if (params.paged_chunks > 0) {
+        if (Cfg::kChunkMajorV || params.paged_chunks > 0) {  // `_paged16`: paged only
             if (threadIdx.x < 32) produce<Cfg, true>(params, sm, threadIdx.x);
         } else if (threadIdx.x == 0) {
             produce<Cfg, false>(params, sm, 0);
@@ -311,13 +312,17 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 // modifiers (`_scoremod`: sliding windows, softcap, sinks); named in
 // launch_sm90.cpp. hd64's narrow-row tile serves windows only; its row-mask
 // entry point, short causal problems without score modifiers.
-#define FMHA_SM90_ENTRY_WALK(name, bf16, d, shape, mods, compact)                       \
+#define FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, mods, variant)                    \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d, shape), 1)       \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
-        fmha::sm90::forward<bf16, d, shape, mods, compact>(params);                     \
+        fmha::sm90::forward<bf16, d, shape, mods, fmha::sm90::Sm90Variant::variant>(params); \
     }
 #define FMHA_SM90_ENTRY(name, bf16, d, shape, mods) \
-    FMHA_SM90_ENTRY_WALK(name, bf16, d, shape, mods, false)
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, mods, kPlain)
+#define FMHA_SM90_ENTRY_WALK(name, bf16, d) \
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kCompactWalk)
+#define FMHA_SM90_ENTRY_PAGED16(name, bf16, d) \
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kPagedChunks16)
 #define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
@@ -342,11 +347,18 @@ FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_narrow_scoremod, false, 64, fmha::kSm90N
 FMHA_SM90_ENTRY(fmha_fwd_sm90_fp16_hd64_rowmask, false, 64, fmha::kSm90RowMasks, false)
 // Packed (varlen) Q without causal head groups, on a persistent grid: the
 // plain default tiles walking only the real query blocks (kernel-notes h26).
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd64_varlen, true, 64, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd96_varlen, true, 96, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd128_varlen, true, 128, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd256_varlen, true, 256, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd64_varlen, false, 64, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd96_varlen, false, 96, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd128_varlen, false, 128, fmha::kSm90Default, false, true)
-FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd256_varlen, false, 256, fmha::kSm90Default, false, true)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd64_varlen, true, 64)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd96_varlen, true, 96)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd128_varlen, true, 128)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_bf16_hd256_varlen, true, 256)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd64_varlen, false, 64)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd96_varlen, false, 96)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd128_varlen, false, 128)
+FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd256_varlen, false, 256)
+// A paged cache read in 16-row chunks (pages of 16, or any size whose chunk
+// is 16 rows), plain default tiles with several V boxes per row: V chunk-major,
+// one TMA box per chunk (kernel-notes h28).
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_paged16, true, 128)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd256_paged16, true, 256)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_paged16, false, 128)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd256_paged16, false, 256)

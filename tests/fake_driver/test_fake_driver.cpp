@@ -865,12 +865,16 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     struct Shape {
         int64_t hd, sk;
         int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: Hopper declines)
+        bool chunk_major_v;        // `_paged16`: V one box per chunk, all its columns
     };
     // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
-    const Shape shapes[] = {{128, 3000, 16, 16}, {128, 3000, 64, 64},   {128, 3000, 256, 64},
-                            {128, 5000, 128, 64}, {128, 5000, 48, 16},  {64, 3000, 32, 32},
-                            {256, 3000, 64, 16}, {96, 3000, 16, 16},    {128, 3000, 8, 0},
-                            {128, 3000, 1, 0},   {128, 3000, 24, 0}};
+    // 16-row chunks of the plain hd128 and hd256 tiles take `_paged16`.
+    const Shape shapes[] = {{128, 3000, 16, 16, true},   {128, 3000, 64, 64, false},
+                            {128, 3000, 256, 64, false}, {128, 5000, 128, 64, false},
+                            {128, 5000, 48, 16, false},  {64, 3000, 32, 32, false},
+                            {256, 3000, 64, 16, true},   {96, 3000, 16, 16, false},
+                            {128, 3000, 8, 0, false},    {128, 3000, 1, 0, false},
+                            {128, 3000, 24, 0, false}};
     for (const Shape &sh : shapes) {
         Fake &f = fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, sh.hd, Layout::BSHD, 32, sh.sk);
@@ -912,8 +916,24 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         const fake_cuda_stats after = f.stats();
         CHECK(after.calls_in_run_not_allowed == 0);
         REQUIRE(after.tensor_maps == before + 4);
+        const std::string kernel = info_of(plan.p).kernel_name;
+        CHECK((kernel.size() > 8 && kernel.compare(kernel.size() - 8, 8, "_paged16") == 0) ==
+              sh.chunk_major_v);
         for (int m = 1; m <= 2; ++m) {  // K and V: the pool of pages, one chunk per box
             const fake_cuda_tensor_map &kv = after.maps[(before + m) % FAKE_CUDA_MAP_RING];
+            if (m == 2 && sh.chunk_major_v) {  // (64, row in page, column box, head, page)
+                REQUIRE(kv.rank == 5u);
+                CHECK(kv.dims[0] == 64u);
+                CHECK(kv.dims[1] == (unsigned long long)sh.page_size);
+                CHECK(kv.dims[2] == (unsigned long long)(sh.hd / 64));
+                CHECK(kv.dims[3] == 2u);
+                CHECK(kv.dims[4] == (unsigned long long)d.num_pages);
+                CHECK(kv.box[1] == unsigned(sh.chunk));
+                CHECK(kv.box[2] == unsigned(sh.hd / 64));
+                CHECK(kv.box[3] == 1u);
+                CHECK(kv.box[4] == 1u);
+                continue;
+            }
             REQUIRE(kv.rank == 4u);
             CHECK(kv.dims[1] == (unsigned long long)sh.page_size);
             CHECK(kv.dims[2] == 2u);
@@ -1226,6 +1246,79 @@ TEST_CASE("fake driver: varlen prefill takes the _varlen entry points where they
         fake_cuda_launch l;
         REQUIRE(f.last_launch(&l) == 1);
         CHECK(std::string(l.kernel) == r.kernel);
+    }
+}
+
+// A paged cache read in 16-row chunks by the plain hd128 or hd256 tile takes
+// the `_paged16` entry points (V one TMA box per chunk, h28), unless packed
+// Q walks compactly (`_varlen`); other tiles and chunk sizes keep theirs.
+TEST_CASE("fake driver: 16-row page chunks take the _paged16 entry points where they apply",
+          "[cpu][fake-driver][plan]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Row {
+        fmha_dtype dtype;
+        int64_t hd, seqlen_k;
+        int32_t page_size;
+        fmha_mask mask;
+        float softcap;
+        bool varlen_q;
+        const char *kernel;
+    };
+    const fmha_mask causal = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    const Row rows[] = {
+        {FMHA_DTYPE_BF16, 128, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd128_paged16"},
+        {FMHA_DTYPE_FP16, 128, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_fp16_hd128_paged16"},
+        {FMHA_DTYPE_FP16, 256, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_fp16_hd256_paged16"},
+        {FMHA_DTYPE_BF16, 256, 2000, 32, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd256_paged16"},
+        {FMHA_DTYPE_BF16, 128, 2000, 48, causal, 0.f, true, "fmha_fwd_sm90_bf16_hd128_paged16"},
+        {FMHA_DTYPE_BF16, 128, 2000, 32, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd128"},
+        {FMHA_DTYPE_BF16, 128, 2000, 16, causal, 30.f, false, "fmha_fwd_sm90_bf16_hd128_scoremod"},
+        {FMHA_DTYPE_BF16, 128, 9000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd128_wide"},
+        {FMHA_DTYPE_BF16, 64, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd64_rowmask"},
+        {FMHA_DTYPE_BF16, 96, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd96"},
+        {FMHA_DTYPE_BF16, 128, 2000, 16, FMHA_MASK_NONE, 0.f, true,
+         "fmha_fwd_sm90_bf16_hd128_varlen"}};
+    for (const Row &r : rows) {
+        Fake &f = fresh_fake(90);
+        const int64_t batch = 3, seqlen_q = 1000;
+        fmha_descriptor d = make_desc(r.dtype, r.hd, Layout::BSHD, seqlen_q, r.seqlen_k);
+        d.batch = batch;
+        d.num_q_heads = 8;
+        d.num_kv_heads = 2;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, batch, seqlen_q, 8, r.hd).strides;
+        if (r.varlen_q) {
+            d.flags |= FMHA_FLAG_VARLEN_Q;
+            d.total_q = batch * seqlen_q;
+            d.q_strides.batch = d.o_strides.batch = 0;
+        }
+        d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+        d.page_size = r.page_size;
+        d.max_pages_per_seq = (r.seqlen_k + r.page_size - 1) / r.page_size;
+        d.num_pages = batch * d.max_pages_per_seq;
+        REQUIRE(fmha_strides_bshd(&d.k_strides, r.page_size, 2, r.hd) == FMHA_STATUS_SUCCESS);
+        d.v_strides = d.k_strides;
+        d.mask = r.mask;
+        d.softcap = r.softcap;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        Plan plan;
+        INFO("hd " << r.hd << " keys " << r.seqlen_k << " page " << r.page_size << " mask "
+                   << int(r.mask) << " softcap " << r.softcap << " varlen " << r.varlen_q);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        fmha_tensors t = fake_tensors();
+        t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
+        t.seqused_k = reinterpret_cast<const int32_t *>(g_fake_memory + 1792);
+        if (r.varlen_q) t.cu_seqlens_q = reinterpret_cast<const int32_t *>(g_fake_memory + 2048);
+        const int before = f.stats().tensor_maps;
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
+                FMHA_STATUS_SUCCESS);
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        CHECK(std::string(l.kernel) == r.kernel);
+        const bool chunk_major = std::string(r.kernel).find("_paged16") != std::string::npos;
+        const fake_cuda_tensor_map &v = f.stats().maps[(before + 2) % FAKE_CUDA_MAP_RING];
+        CHECK(v.rank == (chunk_major ? 5u : 4u));
     }
 }
 

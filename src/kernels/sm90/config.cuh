@@ -12,17 +12,28 @@ namespace fmha::sm90 {
 // is staged over it), 8 + consumer (ping-pong turns).
 constexpr int kConsumersBarrier = 6;
 
-template <int kHeadDim, int kShape, bool kWithScoreMods, bool kCompact = false>
+// Entry-point families of one tile shape that walk the tiles or lay out V
+// differently; each has its own entry points, so the plain ones keep their
+// code (a runtime test in the tile loop cost the dense kernels 1-2%, h26).
+enum class Sm90Variant : int {
+    kPlain = 0,
+    // `_varlen`: packed Q walked without empty slots (Sm90Params::compact_batch, h26b).
+    kCompactWalk = 1,
+    // `_paged16`: a paged cache read in 16-row chunks whose V rows keep all
+    // their 64-column boxes together (chunk-major V), so one TMA box loads a
+    // chunk's V where the plain layout needs one per 64 columns (h28).
+    kPagedChunks16 = 2,
+};
+
+template <int kHeadDim, int kShape, bool kWithScoreMods, Sm90Variant kVariant = Sm90Variant::kPlain>
 struct Config {
     static constexpr int D = kHeadDim;
     // kShape: a Sm90Shape (tile_traits.h).
     // Sliding windows, softcap and sinks: their own entry points, so the
     // plain kernels keep their code (the extra mask spills hd128's wide tile).
     static constexpr bool kScoreMods = kWithScoreMods;
-    // Packed Q walked without empty slots (Sm90Params::compact_batch): the
-    // `_varlen` entry points, so the others keep their code (a runtime test
-    // in the tile loop cost the dense kernels 1-2%, kernel-notes h26).
-    static constexpr bool kCompactWalk = kCompact;
+    static constexpr bool kCompactWalk = kVariant == Sm90Variant::kCompactWalk;
+    static constexpr bool kChunkMajorV = kVariant == Sm90Variant::kPagedChunks16;
     // Masked tiles take per-row column bounds (softmax.cuh), except in the
     // plain wide tile, whose register budget they exceed (38-byte spill), and
     // the plain hd64 kernel, where they measured -2 to -3% at 4k-8k keys
@@ -39,6 +50,14 @@ struct Config {
     static constexpr int kBoxes = Dp / 64;           // 64-column TMA boxes per row
     static constexpr int kQBytes = BM * Dp * 2;
     static constexpr int kKVBytes = BN * Dp * 2;     // one K or V stage
+    // V stage layout. Plain: box b (64 columns) of every row, then box b + 1;
+    // row r of a box at r * 128 bytes. Chunk-major (`_paged16`): the stage is
+    // BN / 16 chunks of 16 rows, each holding its kBoxes boxes of 16 rows.
+    // Either way 8-row groups are 1024 bytes apart within a box, as the
+    // 128-byte swizzle and the P·V descriptors want.
+    static constexpr int kVChunkRows = 16;
+    static constexpr int kVBoxStride = kChunkMajorV ? kVChunkRows * 128 : BN * 128;  // box b to b + 1
+    static constexpr int kVKeyStep = kChunkMajorV ? kVChunkRows * Dp * 2 : 16 * 128;  // 16 keys on
     static constexpr int kSRegs = BN / 2;            // S accumulator per thread
     // Split D (hd512): every consumer computes the block's whole S (or, with
     // shared S, half of it, summed; the same softmax in each, bit for bit)
@@ -95,7 +114,17 @@ struct Config {
                   "S = Q·Kᵀ wgmma wrappers exist for these key tile widths");
     static_assert(sm90_threads(D, kShape) == kThreads, "launch and kernel agree on the CTA size");
     static_assert(sm90_smem_bytes(kTile) <= 227 * 1024, "fits one CTA's shared memory");
+    static_assert(!kChunkMajorV || (BN % kVChunkRows == 0 && !kSplitD && kBoxes > 1),
+                  "chunk-major V: whole 16-row chunks, one O column range, several boxes");
 };
+
+// Byte offset of key row r of box 0 in a V stage (see kVBoxStride).
+template <typename Cfg>
+__device__ __forceinline__ constexpr int v_row_offset(int r) {
+    return Cfg::kChunkMajorV
+               ? (r / Cfg::kVChunkRows) * Cfg::kVKeyStep + (r % Cfg::kVChunkRows) * 128
+               : r * 128;
+}
 
 template <typename Cfg>
 struct Smem {

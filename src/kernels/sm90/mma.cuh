@@ -107,9 +107,9 @@ __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs],
 }
 
 // Issues O += P·V for one V tile (one commit group). V is MN-major (head dim
-// contiguous): 64-column boxes are BN*128 bytes apart (lbo), 8-key groups
-// 1024 bytes apart (sbo); a k-step of 16 keys is 2048 bytes. `v_tile` points
-// at the box of the consumer's first O column.
+// contiguous): 64-column boxes are kVBoxStride bytes apart (lbo), 8-key
+// groups 1024 bytes apart (sbo); a k-step of 16 keys is kVKeyStep bytes
+// (config.cuh). `v_tile` points at the box of the consumer's first O column.
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void issue_pv_gemm(float (&o)[Cfg::kOChunks][Cfg::kORegs],
                                               const uint32_t (&pa)[Cfg::BN / 16][4],
@@ -119,9 +119,10 @@ __device__ __forceinline__ void issue_pv_gemm(float (&o)[Cfg::kOChunks][Cfg::kOR
     for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
 #pragma unroll
         for (int c = 0; c < Cfg::kOChunks; ++c) {
-            const uint8_t *tile = v_tile + (c * Cfg::kOChunkN / 64) * Cfg::BN * 128 + kk * 2048;
+            const uint8_t *tile =
+                v_tile + (c * Cfg::kOChunkN / 64) * Cfg::kVBoxStride + kk * Cfg::kVKeyStep;
             pv_gemm<kBf16, Cfg::kOChunkN>(o[c], pa[kk],
-                                          ptx::smem_desc_sw128(tile, Cfg::BN * 128, 1024));
+                                          ptx::smem_desc_sw128(tile, Cfg::kVBoxStride, 1024));
         }
     }
     ptx::wgmma_commit();

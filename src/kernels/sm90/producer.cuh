@@ -34,15 +34,22 @@ __device__ __forceinline__ PagedChunk paged_chunk(const Sm90Params &params, cons
 
 // Loads one K or V stage: `leader` arms the stage's barrier with the tile's
 // bytes, then a contiguous tile is one box per 64 columns (leader), a paged
-// one one box per 64 columns of each lane's chunk.
-template <typename Cfg, bool kPaged>
+// one one box per 64 columns of each lane's chunk; a chunk-major V stage
+// (`_paged16`, kChunkV) one box per lane's 16-row chunk, all its columns
+// (the V map's dims are (64 columns, row in page, box, head, page)).
+template <typename Cfg, bool kPaged, bool kChunkV = false>
 __device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const TmaDescriptor *map,
                                               uint8_t *stage, uint64_t *full, bool leader,
                                               int k_row, int kv_head, int kb,
                                               const PagedChunk &chunk, bool loads_chunk,
                                               int lane) {
     if (leader) ptx::mbarrier_arrive_expect_tx(full, Cfg::kKVBytes);
-    if constexpr (kPaged) {
+    if constexpr (kChunkV) {
+        __syncwarp();
+        if (loads_chunk)
+            ptx::tma_load_5d(stage + lane * Cfg::kVKeyStep, map, full, 0, chunk.row, 0, kv_head,
+                             chunk.page);
+    } else if constexpr (kPaged) {
         __syncwarp();
         if (loads_chunk)
             for (int b = 0; b < Cfg::kBoxes; ++b)
@@ -117,8 +124,9 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
                                        leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
             if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_k[s], 128 * skipped);
             if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
-            load_kv_stage<Cfg, kPaged>(params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s],
-                                       leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
+            load_kv_stage<Cfg, kPaged, kPaged && Cfg::kChunkMajorV>(
+                params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s], leader, k_row, kv_head,
+                kb, chunk, loads_chunk, lane);
             if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);
         }
     }

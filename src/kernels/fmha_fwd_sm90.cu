@@ -17,7 +17,8 @@
 // the softmax, and a sink logit joins the denominator in the epilogue (all
 // three on their own entry points). A paged KV cache is read in TMA boxes of
 // whole page chunks, one per lane of the producer warp (block table looked up
-// by the lanes). Under a causal mask hd64's three consumers each stop at their
+// by the lanes); over 16-row chunks the `_paged16` entry points stage V
+// chunk-major, so one box loads all of a chunk's V columns (config.cuh). Under a causal mask hd64's three consumers each stop at their
 // own rows' last key tile; the producer releases the later stages for them.
 // head_dim 512 splits D instead of rows: both consumers take
 // the same 64 rows, each owning half of O's columns, and compute the whole S

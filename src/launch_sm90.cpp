@@ -64,15 +64,13 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
     return kNames[dtype == FMHA_DTYPE_BF16][index][shape][score_mods];
 }
 
-// Variants of the plain default tiles (Sm90Variant in kernels/sm90/
-// config.cuh), each on its own entry points: `_varlen` walks only the real
-// query blocks of packed Q (sm90_compact_walk), `_paged16` reads a paged
-// cache's V in one TMA box per 16-row chunk (sm90_chunk_major_v). nullptr
-// where the variant was not built.
-enum class Sm90EntryVariant : int { kVarlen = 0, kPaged16 = 1 };
-
-const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, Sm90EntryVariant variant) {
-    static const char *const kNames[2][2][4] = {  // [variant][bf16][hd64, hd96, hd128, hd256]
+// Entry points of the plain default tiles' variants (Sm90Variant in
+// kernels/tile_traits.h): `_varlen` walks only the real query blocks of packed
+// Q (sm90_compact_walk), `_paged16` reads a paged cache's V in one TMA box per
+// 16-row chunk (sm90_chunk_major_v). nullptr where the variant was not built.
+const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, Sm90Variant variant) {
+    // [variant - 1][bf16][hd64, hd96, hd128, hd256]
+    static const char *const kNames[2][2][4] = {
         {{"fmha_fwd_sm90_fp16_hd64_varlen", "fmha_fwd_sm90_fp16_hd96_varlen",
           "fmha_fwd_sm90_fp16_hd128_varlen", "fmha_fwd_sm90_fp16_hd256_varlen"},
          {"fmha_fwd_sm90_bf16_hd64_varlen", "fmha_fwd_sm90_bf16_hd96_varlen",
@@ -81,8 +79,8 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, Sm90EntryVar
          {nullptr, nullptr, "fmha_fwd_sm90_bf16_hd128_paged16", "fmha_fwd_sm90_bf16_hd256_paged16"}}};
     const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
                     : head_dim == 256 ? 3 : -1;
-    if (index < 0) return nullptr;
-    return kNames[static_cast<int>(variant)][dtype == FMHA_DTYPE_BF16][index];
+    if (index < 0 || variant == Sm90Variant::kPlain) return nullptr;
+    return kNames[static_cast<int>(variant) - 1][dtype == FMHA_DTYPE_BF16][index];
 }
 
 // TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
@@ -433,11 +431,11 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.sm90 = sm90_schedule(p, dev, tile, splits);
     const bool plain = shape == kSm90Default && !score_mods;
     const char *walker =
-        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90EntryVariant::kVarlen) : nullptr;
+        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90Variant::kCompactWalk) : nullptr;
     if (c.sm90.compact_batch > 0 && walker != nullptr) c.kernel_name = walker;
     else c.sm90.compact_batch = 0;  // only the plain default tiles walk compactly
     const char *chunked =
-        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90EntryVariant::kPaged16) : nullptr;
+        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90Variant::kPagedChunks16) : nullptr;
     if (c.sm90.compact_batch == 0 && sm90_chunk_major_v(p, c.sm90) && chunked != nullptr) {
         c.kernel_name = chunked;
         c.sm90.chunk_major_v = 1;

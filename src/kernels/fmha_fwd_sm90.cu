@@ -316,7 +316,7 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
 #define FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, mods, variant)                    \
     extern "C" __global__ void __launch_bounds__(fmha::sm90_threads(d, shape), 1)       \
         name(const __grid_constant__ fmha::Sm90Params params) {                         \
-        fmha::sm90::forward<bf16, d, shape, mods, fmha::sm90::Sm90Variant::variant>(params); \
+        fmha::sm90::forward<bf16, d, shape, mods, fmha::Sm90Variant::variant>(params);  \
     }
 #define FMHA_SM90_ENTRY(name, bf16, d, shape, mods) \
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, mods, kPlain)

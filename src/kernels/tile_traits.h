@@ -89,6 +89,20 @@ enum Sm90Shape : int {
     kSm90RowMasks = 4
 };
 
+// Entry-point families of one tile shape that walk the tiles or lay out V
+// differently; each has its own entry points, so the plain ones keep their
+// code (a runtime test in the tile loop cost the dense kernels 1-2%, h26).
+// The kernel's Config takes one; launch_sm90.cpp names their entry points.
+enum class Sm90Variant : int {
+    kPlain = 0,
+    // `_varlen`: packed Q walked without empty slots (Sm90Params::compact_batch, h26b).
+    kCompactWalk = 1,
+    // `_paged16`: a paged cache read in 16-row chunks whose V rows keep all
+    // their 64-column boxes together (chunk-major V), so one TMA box loads a
+    // chunk's V where the plain layout needs one per 64 columns (h28).
+    kPagedChunks16 = 2,
+};
+
 // hd512: a warpgroup cannot hold 64 rows of O (64 x 512 fp32), so both
 // consumers take the block's 64 rows and each owns 256 of O's columns
 // ("split D"); Q (64 KB) and two stages of 32-key K and V tiles (32 KB

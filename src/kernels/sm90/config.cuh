@@ -12,19 +12,6 @@ namespace fmha::sm90 {
 // is staged over it), 8 + consumer (ping-pong turns).
 constexpr int kConsumersBarrier = 6;
 
-// Entry-point families of one tile shape that walk the tiles or lay out V
-// differently; each has its own entry points, so the plain ones keep their
-// code (a runtime test in the tile loop cost the dense kernels 1-2%, h26).
-enum class Sm90Variant : int {
-    kPlain = 0,
-    // `_varlen`: packed Q walked without empty slots (Sm90Params::compact_batch, h26b).
-    kCompactWalk = 1,
-    // `_paged16`: a paged cache read in 16-row chunks whose V rows keep all
-    // their 64-column boxes together (chunk-major V), so one TMA box loads a
-    // chunk's V where the plain layout needs one per 64 columns (h28).
-    kPagedChunks16 = 2,
-};
-
 template <int kHeadDim, int kShape, bool kWithScoreMods, Sm90Variant kVariant = Sm90Variant::kPlain>
 struct Config {
     static constexpr int D = kHeadDim;

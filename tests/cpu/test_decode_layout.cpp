@@ -8,6 +8,7 @@
 
 #include "fmha_catch.h"
 #include "kernels/tile_traits.h"
+#include "visit_counts.h"
 
 namespace {
 
@@ -30,13 +31,9 @@ void check_layout() {
         }
     CHECK(misaligned == 0);
     CHECK(out_of_row == 0);
-    int unused = 0, shared = 0;
-    for (int n : owner) {
-        unused += n == 0;
-        shared += n > 1;
-    }
-    CHECK(unused == 0);
-    CHECK(shared == 0);
+    const VisitCounts chunks = visit_counts(owner);  // chunk slots unused or shared
+    CHECK(chunks.missing == 0);
+    CHECK(chunks.repeated == 0);
     // ldmatrix reads one 16-byte chunk from each of 8 rows r0..r0+7 (r0 a
     // multiple of 8) per 8x8 matrix: the 8 addresses must fall on 8 distinct
     // 16-byte slots of the 128-byte bank line to take one pass.

@@ -7,6 +7,7 @@
 
 #include "fmha_catch.h"
 #include "kernels/tile_order.h"
+#include "visit_counts.h"
 
 TEST_CASE("Hopper tile orders visit every tile once, longest blocks first", "[cpu][tile-order]") {
     struct Shape {
@@ -37,13 +38,9 @@ TEST_CASE("Hopper tile orders visit every tile once, longest blocks first", "[cp
             }
             CHECK(bad_range == 0);
             CHECK(out_of_order == 0);
-            int missing = 0, repeated = 0;
-            for (int n : seen) {
-                missing += n == 0;
-                repeated += n > 1;
-            }
-            CHECK(missing == 0);
-            CHECK(repeated == 0);
+            const VisitCounts visits = visit_counts(seen);
+            CHECK(visits.missing == 0);
+            CHECK(visits.repeated == 0);
         }
     }
 }
@@ -142,11 +139,11 @@ TEST_CASE("Hopper tile order without empty slots: every real block of a varlen b
             CHECK(bad == 0);
             CHECK(out_of_order == 0);
             int missing = 0, repeated = 0;
-            for (const std::vector<int> &s : seen)
-                for (int n : s) {
-                    missing += n == 0;
-                    repeated += n > 1;
-                }
+            for (const std::vector<int> &counts : seen) {
+                const VisitCounts visits = visit_counts(counts);
+                missing += visits.missing;
+                repeated += visits.repeated;
+            }
             CHECK(missing == 0);
             CHECK(repeated == 0);
         }

@@ -64,21 +64,30 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
     return kNames[dtype == FMHA_DTYPE_BF16][index][shape][score_mods];
 }
 
-// Entry points of the plain default tiles' variants (Sm90Variant in
-// kernels/tile_traits.h): `_varlen` walks only the real query blocks of packed
-// Q (sm90_compact_walk), `_paged16` reads a paged cache's V in one TMA box per
-// 16-row chunk (sm90_chunk_major_v). nullptr where the variant was not built.
-const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, Sm90Variant variant) {
-    // [variant - 1][bf16][hd64, hd96, hd128, hd256]
-    static const char *const kNames[2][2][4] = {
+// Entry points of the plain tiles' variants (Sm90Variant in
+// kernels/tile_traits.h): `_varlen` (default tiles) walks only the real query
+// blocks of packed Q (sm90_compact_walk), `_paged16` (default tiles, and
+// hd128's wide one) reads a paged cache's V in one TMA box per 16-row chunk
+// (sm90_chunk_major_v). nullptr where the variant was not built.
+const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
+                                Sm90Variant variant) {
+    // [variant - 1][bf16][hd64, hd96, hd128, hd256, hd128's wide tile]
+    static const char *const kNames[2][2][5] = {
         {{"fmha_fwd_sm90_fp16_hd64_varlen", "fmha_fwd_sm90_fp16_hd96_varlen",
-          "fmha_fwd_sm90_fp16_hd128_varlen", "fmha_fwd_sm90_fp16_hd256_varlen"},
+          "fmha_fwd_sm90_fp16_hd128_varlen", "fmha_fwd_sm90_fp16_hd256_varlen", nullptr},
          {"fmha_fwd_sm90_bf16_hd64_varlen", "fmha_fwd_sm90_bf16_hd96_varlen",
-          "fmha_fwd_sm90_bf16_hd128_varlen", "fmha_fwd_sm90_bf16_hd256_varlen"}},
-        {{nullptr, nullptr, "fmha_fwd_sm90_fp16_hd128_paged16", "fmha_fwd_sm90_fp16_hd256_paged16"},
-         {nullptr, nullptr, "fmha_fwd_sm90_bf16_hd128_paged16", "fmha_fwd_sm90_bf16_hd256_paged16"}}};
-    const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
-                    : head_dim == 256 ? 3 : -1;
+          "fmha_fwd_sm90_bf16_hd128_varlen", "fmha_fwd_sm90_bf16_hd256_varlen", nullptr}},
+        {{nullptr, nullptr, "fmha_fwd_sm90_fp16_hd128_paged16", "fmha_fwd_sm90_fp16_hd256_paged16",
+          "fmha_fwd_sm90_fp16_hd128_wide_paged16"},
+         {nullptr, nullptr, "fmha_fwd_sm90_bf16_hd128_paged16", "fmha_fwd_sm90_bf16_hd256_paged16",
+          "fmha_fwd_sm90_bf16_hd128_wide_paged16"}}};
+    const int index = shape == kSm90WideKeys ? (head_dim == 128 ? 4 : -1)
+                    : shape != kSm90Default  ? -1
+                    : head_dim == 64         ? 0
+                    : head_dim == 96         ? 1
+                    : head_dim == 128        ? 2
+                    : head_dim == 256        ? 3
+                                             : -1;
     if (index < 0 || variant == Sm90Variant::kPlain) return nullptr;
     return kNames[static_cast<int>(variant) - 1][dtype == FMHA_DTYPE_BF16][index];
 }
@@ -429,13 +438,14 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.workspace_bytes = split_workspace(p, splits).total();
     c.combine_kernel_name = splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.sm90 = sm90_schedule(p, dev, tile, splits);
-    const bool plain = shape == kSm90Default && !score_mods;
     const char *walker =
-        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90Variant::kCompactWalk) : nullptr;
+        score_mods ? nullptr
+                   : variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kCompactWalk);
     if (c.sm90.compact_batch > 0 && walker != nullptr) c.kernel_name = walker;
     else c.sm90.compact_batch = 0;  // only the plain default tiles walk compactly
     const char *chunked =
-        plain ? variant_kernel_name(p.dtype, p.head_dim, Sm90Variant::kPagedChunks16) : nullptr;
+        score_mods ? nullptr
+                   : variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kPagedChunks16);
     if (c.sm90.compact_batch == 0 && sm90_chunk_major_v(p, c.sm90) && chunked != nullptr) {
         c.kernel_name = chunked;
         c.sm90.chunk_major_v = 1;

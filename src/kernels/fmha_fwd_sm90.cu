@@ -322,8 +322,8 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, mods, kPlain)
 #define FMHA_SM90_ENTRY_WALK(name, bf16, d) \
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kCompactWalk)
-#define FMHA_SM90_ENTRY_PAGED16(name, bf16, d) \
-    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kPagedChunks16)
+#define FMHA_SM90_ENTRY_PAGED16(name, bf16, d, shape) \
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, false, kPagedChunks16)
 #define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
@@ -357,9 +357,11 @@ FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd96_varlen, false, 96)
 FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd128_varlen, false, 128)
 FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd256_varlen, false, 256)
 // A paged cache read in 16-row chunks (pages of 16, or any size whose chunk
-// is 16 rows), plain default tiles with several V boxes per row: V chunk-major,
-// one TMA box per chunk (kernel-notes h28).
-FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_paged16, true, 128)
-FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd256_paged16, true, 256)
-FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_paged16, false, 128)
-FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd256_paged16, false, 256)
+// is 16 rows), plain default and wide tiles with several V boxes per row: V
+// chunk-major, one TMA box per chunk (kernel-notes h28, h29).
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_paged16, true, 128, fmha::kSm90Default)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd256_paged16, true, 256, fmha::kSm90Default)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_paged16, false, 128, fmha::kSm90Default)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd256_paged16, false, 256, fmha::kSm90Default)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_wide_paged16, true, 128, fmha::kSm90WideKeys)
+FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_wide_paged16, false, 128, fmha::kSm90WideKeys)

@@ -868,10 +868,10 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         bool chunk_major_v;        // `_paged16`: V one box per chunk, all its columns
     };
     // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
-    // 16-row chunks of the plain hd128 and hd256 tiles take `_paged16`.
+    // 16-row chunks of the plain hd128 (default and wide) and hd256 tiles take `_paged16`.
     const Shape shapes[] = {{128, 3000, 16, 16, true},   {128, 3000, 64, 64, false},
                             {128, 3000, 256, 64, false}, {128, 5000, 128, 64, false},
-                            {128, 5000, 48, 16, false},  {64, 3000, 32, 32, false},
+                            {128, 5000, 48, 16, true},   {64, 3000, 32, 32, false},
                             {256, 3000, 64, 16, true},   {96, 3000, 16, 16, false},
                             {128, 3000, 8, 0, false},    {128, 3000, 1, 0, false},
                             {128, 3000, 24, 0, false}};
@@ -1249,8 +1249,9 @@ TEST_CASE("fake driver: varlen prefill takes the _varlen entry points where they
     }
 }
 
-// A paged cache read in 16-row chunks by the plain hd128 or hd256 tile takes
-// the `_paged16` entry points (V one TMA box per chunk, h28), unless packed
+// A paged cache read in 16-row chunks by the plain hd128 (default or wide) or
+// hd256 tile takes the `_paged16` entry points (V one TMA box per chunk,
+// h28, h29), unless packed
 // Q walks compactly (`_varlen`); other tiles and chunk sizes keep theirs.
 TEST_CASE("fake driver: 16-row page chunks take the _paged16 entry points where they apply",
           "[cpu][fake-driver][plan]") {
@@ -1273,7 +1274,8 @@ TEST_CASE("fake driver: 16-row page chunks take the _paged16 entry points where 
         {FMHA_DTYPE_BF16, 128, 2000, 48, causal, 0.f, true, "fmha_fwd_sm90_bf16_hd128_paged16"},
         {FMHA_DTYPE_BF16, 128, 2000, 32, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd128"},
         {FMHA_DTYPE_BF16, 128, 2000, 16, causal, 30.f, false, "fmha_fwd_sm90_bf16_hd128_scoremod"},
-        {FMHA_DTYPE_BF16, 128, 9000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd128_wide"},
+        {FMHA_DTYPE_BF16, 128, 9000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd128_wide_paged16"},
+        {FMHA_DTYPE_FP16, 128, 9000, 32, causal, 0.f, false, "fmha_fwd_sm90_fp16_hd128_wide"},
         {FMHA_DTYPE_BF16, 64, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd64_rowmask"},
         {FMHA_DTYPE_BF16, 96, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd96"},
         {FMHA_DTYPE_BF16, 128, 2000, 16, FMHA_MASK_NONE, 0.f, true,

@@ -285,13 +285,17 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
     for (const auto &k : st.kernels)
         if (k.first.find("fmha_fwd_sm90_") == 0) hopper_runs += k.second;
     CHECK(hopper_runs >= st.cases);
-    // The `_paged16` entry points ran: hd128 and hd256 over 16-row chunks.
+    // The `_paged16` entry points ran: hd128 (default and wide tiles) and
+    // hd256 over 16-row chunks.
     if (!std::getenv("FMHA_TEST_CASE")) {
-        int chunked = 0;
+        int chunked = 0, wide = 0;
         for (const auto &k : st.kernels)
-            if (k.first.size() > 8 && k.first.compare(k.first.size() - 8, 8, "_paged16") == 0)
+            if (k.first.size() > 8 && k.first.compare(k.first.size() - 8, 8, "_paged16") == 0) {
                 chunked += k.second;
-        CHECK(chunked >= 5);  // the five such cases under HOPPER
+                if (k.first.find("_wide_") != std::string::npos) wide += k.second;
+            }
+        CHECK(chunked >= 6);  // the six such cases under HOPPER
+        CHECK(wide >= 1);
     }
 
     ServingCase small = paged_hopper_suite()[0];

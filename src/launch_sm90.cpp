@@ -67,8 +67,8 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
 // Entry points of the plain tiles' variants (Sm90Variant in
 // kernels/tile_traits.h): `_varlen` (default tiles) walks only the real query
 // blocks of packed Q (sm90_compact_walk), `_paged16` (default tiles, and
-// hd128's wide one) reads a paged cache's V in one TMA box per 16-row chunk
-// (sm90_chunk_major_v). nullptr where the variant was not built.
+// hd128's wide one) reads a paged cache's K and V in one TMA box each per
+// 16-row chunk (sm90_paged_chunk_boxes). nullptr where the variant was not built.
 const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
                                 Sm90Variant variant) {
     // [variant - 1][bf16][hd64, hd96, hd128, hd256, hd128's wide tile]
@@ -200,15 +200,19 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     // boxes of a page chunk; a contiguous cache in boxes of a key tile.
     const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
-    FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_map_rows,
-                               p.num_kv_heads, k_map_outer, p.k, sched.k_box_rows, "k"));
-    if (sched.chunk_major_v)  // `_paged16`: one box per 16-row chunk, all its columns
+    if (sched.paged_chunk_boxes) {  // `_paged16`: one box per 16-row chunk, all its columns
+        FMHA_TRY(encode_group_boxed_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim,
+                                               k_map_rows, p.num_kv_heads, k_map_outer, p.k,
+                                               sched.k_box_rows, "k"));
         FMHA_TRY(encode_column_boxed_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v,
                                                 k_map_rows, p.num_kv_heads, k_map_outer, p.v,
                                                 sched.k_box_rows, "v"));
-    else
+    } else {
+        FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_map_rows,
+                                   p.num_kv_heads, k_map_outer, p.k, sched.k_box_rows, "k"));
         FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_map_rows,
                                    p.num_kv_heads, k_map_outer, p.v, sched.k_box_rows, "v"));
+    }
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
     FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
@@ -349,10 +353,14 @@ bool sm90_compact_walk(const Problem &p, const Sm90Schedule &s) {
 // 0.84 of a contiguous cache where 32-row pages (16 boxes) ran at 0.96-0.98,
 // with the pages in order as slow as shuffled (kernel-notes h28). The
 // `_paged16` entry points keep each chunk's V columns together in shared
-// memory, so one box loads them: 24 boxes per tile. K keeps its layout (its
-// S = Q·Kᵀ descriptors step over the keys of the whole tile).
-bool sm90_chunk_major_v(const Problem &p, const Sm90Schedule &s) {
-    return p.paged_kv && s.k_box_rows == 16 && p.head_dim_v == p.head_dim;
+// memory, and each 8-row group's K columns, so one box loads a chunk's V
+// and one its K: 16 boxes per tile (h28, h31). K's box spans the column
+// boxes of all KV heads as one dimension, which needs the heads of a row
+// packed (head stride = head_dim, or one KV head); other caches keep the
+// plain kernel.
+bool sm90_paged_chunk_boxes(const Problem &p, const Sm90Schedule &s) {
+    return p.paged_kv && s.k_box_rows == 16 && p.head_dim_v == p.head_dim &&
+           (p.num_kv_heads == 1 || p.k.head == p.head_dim);
 }
 
 // The tile walk of a plan (everything but the tensors): configure computes it
@@ -446,9 +454,9 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     const char *chunked =
         score_mods ? nullptr
                    : variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kPagedChunks16);
-    if (c.sm90.compact_batch == 0 && sm90_chunk_major_v(p, c.sm90) && chunked != nullptr) {
+    if (c.sm90.compact_batch == 0 && sm90_paged_chunk_boxes(p, c.sm90) && chunked != nullptr) {
         c.kernel_name = chunked;
-        c.sm90.chunk_major_v = 1;
+        c.sm90.paged_chunk_boxes = 1;
     }
     c.launch = sm90_launch;
     *out = c;

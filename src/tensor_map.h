@@ -26,6 +26,19 @@ fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, 
                                            const fmha_strides &strides, int box_rows,
                                            const char *name);
 
+// The same tensor as 5-D dims (64, 8, heads * dim / 64, seq / 8, batch): the
+// rows in 8-row groups and the 64-column pieces of all heads as one
+// dimension, which needs the heads of a row packed (head stride = dim, or one
+// head). A box of `box_rows` rows (a multiple of 8; seq too) of one head
+// takes all dim / 64 pieces, staged group by group: 8 rows of piece 0, of
+// piece 1, ..., then the next group (each piece a 128-byte-swizzled block of
+// 8 rows). The box's column coordinate is head * dim / 64.
+fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+                                          const void *base, int64_t dim, int64_t seqlen,
+                                          int64_t heads, int64_t batch,
+                                          const fmha_strides &strides, int box_rows,
+                                          const char *name);
+
 // The same tensor as 5-D dims (dim, group, seq, heads / group, batch): the
 // heads come in groups of `group` (the query heads of one KV head), and a
 // box of `box_rows` rows takes box_rows / box_group positions of one group

@@ -436,6 +436,7 @@ CUresult tensor_map_encode_tiled(CUtensorMap *map, CUtensorMapDataType type, cuu
     for (cuuint32_t i = 0; i < rank; ++i) {
         rec.dims[i] = dims[i];
         rec.box[i] = box[i];
+        if (i + 1 < rank) rec.strides[i] = strides[i];
     }
     ++st().stats.tensor_maps;
     return CUDA_SUCCESS;

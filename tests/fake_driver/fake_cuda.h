@@ -26,6 +26,7 @@ typedef struct fake_cuda_launch {
 typedef struct fake_cuda_tensor_map {
     unsigned rank;
     unsigned long long dims[5];
+    unsigned long long strides[4]; /* bytes, dims 1.. */
     unsigned box[5];
 } fake_cuda_tensor_map;
 

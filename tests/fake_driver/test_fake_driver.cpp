@@ -865,7 +865,8 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     struct Shape {
         int64_t hd, sk;
         int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: Hopper declines)
-        bool chunk_major_v;        // `_paged16`: V one box per chunk, all its columns
+        bool paged_chunk_boxes;    // `_paged16`: K and V one box per chunk, all its columns
+        bool spaced_heads = false; // K/V heads hd + 64 elements apart: no `_paged16`
     };
     // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
     // 16-row chunks of the plain hd128 (default and wide) and hd256 tiles take `_paged16`.
@@ -874,7 +875,7 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
                             {128, 5000, 48, 16, true},   {64, 3000, 32, 32, false},
                             {256, 3000, 64, 16, true},   {96, 3000, 16, 16, false},
                             {128, 3000, 8, 0, false},    {128, 3000, 1, 0, false},
-                            {128, 3000, 24, 0, false}};
+                            {128, 3000, 24, 0, false},   {128, 3000, 16, 16, false, true}};
     for (const Shape &sh : shapes) {
         Fake &f = fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, sh.hd, Layout::BSHD, 32, sh.sk);
@@ -887,10 +888,16 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         d.max_pages_per_seq = (sh.sk + sh.page_size - 1) / sh.page_size;
         d.num_pages = d.batch * d.max_pages_per_seq + 3;
         REQUIRE(fmha_strides_bshd(&d.k_strides, sh.page_size, 2, sh.hd) == FMHA_STATUS_SUCCESS);
+        if (sh.spaced_heads) {
+            d.k_strides.head = sh.hd + 64;
+            d.k_strides.seq = 2 * d.k_strides.head;
+            d.k_strides.batch = sh.page_size * d.k_strides.seq;
+        }
         d.v_strides = d.k_strides;
         d.kernel = FMHA_KERNEL_HOPPER;
         d.num_splits = 1;
-        INFO("hd " << sh.hd << " sk " << sh.sk << " page " << sh.page_size);
+        INFO("hd " << sh.hd << " sk " << sh.sk << " page " << sh.page_size << " spaced heads "
+                   << sh.spaced_heads);
         Plan plan;
         const fmha_status cst = create(plan, d);
         INFO(fmha_last_error_message());
@@ -918,10 +925,28 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         REQUIRE(after.tensor_maps == before + 4);
         const std::string kernel = info_of(plan.p).kernel_name;
         CHECK((kernel.size() > 8 && kernel.compare(kernel.size() - 8, 8, "_paged16") == 0) ==
-              sh.chunk_major_v);
+              sh.paged_chunk_boxes);
         for (int m = 1; m <= 2; ++m) {  // K and V: the pool of pages, one chunk per box
             const fake_cuda_tensor_map &kv = after.maps[(before + m) % FAKE_CUDA_MAP_RING];
-            if (m == 2 && sh.chunk_major_v) {  // (64, row in page, column box, head, page)
+            if (m == 1 && sh.paged_chunk_boxes) {  // (64, row in group, column box, group, page)
+                REQUIRE(kv.rank == 5u);
+                CHECK(kv.dims[0] == 64u);
+                CHECK(kv.dims[1] == 8u);
+                CHECK(kv.dims[2] == (unsigned long long)(2 * sh.hd / 64));  // both heads' boxes
+                CHECK(kv.dims[3] == (unsigned long long)(sh.page_size / 8));
+                CHECK(kv.dims[4] == (unsigned long long)d.num_pages);
+                CHECK(kv.strides[0] == (unsigned long long)(d.k_strides.seq * 2));
+                CHECK(kv.strides[1] == 128u);
+                CHECK(kv.strides[2] == (unsigned long long)(8 * d.k_strides.seq * 2));
+                CHECK(kv.strides[3] == (unsigned long long)(d.k_strides.batch * 2));
+                CHECK(kv.box[0] == 64u);
+                CHECK(kv.box[1] == 8u);
+                CHECK(kv.box[2] == unsigned(sh.hd / 64));
+                CHECK(kv.box[3] == unsigned(sh.chunk / 8));
+                CHECK(kv.box[4] == 1u);
+                continue;
+            }
+            if (m == 2 && sh.paged_chunk_boxes) {  // (64, row in page, column box, head, page)
                 REQUIRE(kv.rank == 5u);
                 CHECK(kv.dims[0] == 64u);
                 CHECK(kv.dims[1] == (unsigned long long)sh.page_size);

@@ -1084,9 +1084,11 @@ std::vector<ServingCase> paged_hopper_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 6, 3)
                     .varlen_q({300, 64, 1}, 3).paged(32, {1300, 100, 700}).seqused({1290, 100, 650})
                     .mask(kBottomRight));
-    // 16-row chunks of the plain hd128/hd256 tiles: V staged chunk-major, one
-    // TMA box per chunk (`_paged16`, kernel-notes h28), with seqused_k tails
-    // inside a chunk (zeroed V rows), an empty sequence and a split
+    // 16-row chunks of the plain hd128/hd256 tiles: K staged group-major and V
+    // chunk-major, one TMA box each per chunk (`_paged16`, kernel-notes h28,
+    // h31), with seqused_k tails inside a chunk (zeroed V rows), an empty
+    // sequence, a split, and MQA (K's box spans the heads' columns); pages
+    // laid out [page, head, row, dim] keep the plain kernel
     v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 4, 2)
                     .varlen_q({700, 0, 129}).paged(16, {1500, 40, 300}).seqused({1499, 40, 131})
                     .mask(FMHA_MASK_CAUSAL_TOP_LEFT));
@@ -1094,6 +1096,8 @@ std::vector<ServingCase> paged_hopper_suite() {
                     .q({200, 200}).paged(16, {1000, 1000}).seqused({997, 203}).layout(Layout::BHSD));
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 2)
                     .q({8}).paged(16, {3000}).seqused({2999}).mask(kBottomRight).splits(3));
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 1)
+                    .q({40, 40}).paged(16, {900, 1000}).seqused({900, 517}).mask(kBottomRight));
     return seeded(v, 24000);
 }
 

@@ -45,6 +45,14 @@ struct Config {
     static constexpr int kVChunkRows = 16;
     static constexpr int kVBoxStride = kChunkMajorV ? kVChunkRows * 128 : BN * 128;  // box b to b + 1
     static constexpr int kVKeyStep = kChunkMajorV ? kVChunkRows * Dp * 2 : 16 * 128;  // 16 keys on
+    // K stage layout. Plain: box b of every row, then box b + 1 (8-row groups
+    // 1024 bytes apart). Group-major (`_paged16`): each 8-row group holds its
+    // kBoxes boxes of 8 rows, so a 16-row chunk is one contiguous block that
+    // one TMA box fills; the S descriptors then step 8-row groups by
+    // kKGroupStride and boxes by 1024 (h31).
+    static constexpr bool kGroupMajorK = kChunkMajorV;
+    static constexpr int kKBoxStride = kGroupMajorK ? 1024 : BN * 128;     // box b to b + 1
+    static constexpr int kKGroupStride = kGroupMajorK ? kBoxes * 1024 : 1024;  // 8 rows on
     static constexpr int kSRegs = BN / 2;            // S accumulator per thread
     // Split D (hd512): every consumer computes the block's whole S (or, with
     // shared S, half of it, summed; the same softmax in each, bit for bit)
@@ -103,6 +111,7 @@ struct Config {
     static_assert(sm90_smem_bytes(kTile) <= 227 * 1024, "fits one CTA's shared memory");
     static_assert(!kChunkMajorV || (BN % kVChunkRows == 0 && !kSplitD && kBoxes > 1),
                   "chunk-major V: whole 16-row chunks, one O column range, several boxes");
+    static_assert(!kGroupMajorK || !kSplitD, "group-major K: the unsplit S descriptors only");
 };
 
 // Byte offset of key row r of box 0 in a V stage (see kVBoxStride).

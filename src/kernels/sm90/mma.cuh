@@ -51,8 +51,9 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qa)[Cfg::kQRegArray]
 }
 
 // Issues S = Q·Kᵀ for one K tile (one commit group). Both operands are
-// K-major: 8-row groups 1024 bytes apart; a k-step of 16 columns is 32 bytes
-// inside the swizzled 128-byte row, and every 4 k-steps move to the next box.
+// K-major: 8-row groups 1024 bytes apart (K's kKGroupStride); a k-step of 16
+// columns is 32 bytes inside the swizzled 128-byte row, and every 4 k-steps
+// move to the next box (K's kKBoxStride).
 // With shared S (split D), consumer c takes the k-steps from kk0 =
 // c * kSSteps: its half of the head dim, the first Cfg::kQRegSteps of them
 // with Q from `qa` (load_q_fragments).
@@ -99,7 +100,8 @@ __device__ __forceinline__ void issue_s_gemm(float (&sacc)[Cfg::kSRegs],
         for (int kk = 0; kk < Cfg::Dp / 16; ++kk) {
             const int box = kk / 4, koff = (kk % 4) * 32;
             const uint64_t a = ptx::smem_desc_sw128(q_rows + box * Cfg::BM * 128 + koff, 16, 1024);
-            const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::BN * 128 + koff, 16, 1024);
+            const uint64_t b = ptx::smem_desc_sw128(k_tile + box * Cfg::kKBoxStride + koff, 16,
+                                                    Cfg::kKGroupStride);
             s_gemm<kBf16, Cfg::BN>(sacc, a, b, kk > 0);
         }
     }

@@ -32,22 +32,34 @@ __device__ __forceinline__ PagedChunk paged_chunk(const Sm90Params &params, cons
     return {key - block * p.page_size, __ldg(table + min(block, last_block))};
 }
 
+// How a paged stage's 16-row chunk is one TMA box (`_paged16`).
+enum class ChunkBox {
+    kNone,  // one box per 64 columns of the chunk
+    kK,     // group-major K: dims (64, row in group, column box of all heads, group, page)
+    kV,     // chunk-major V: dims (64, row in page, column box, head, page)
+};
+
 // Loads one K or V stage: `leader` arms the stage's barrier with the tile's
 // bytes, then a contiguous tile is one box per 64 columns (leader), a paged
-// one one box per 64 columns of each lane's chunk; a chunk-major V stage
-// (`_paged16`, kChunkV) one box per lane's 16-row chunk, all its columns
-// (the V map's dims are (64 columns, row in page, box, head, page)).
-template <typename Cfg, bool kPaged, bool kChunkV = false>
+// one one box per 64 columns of each lane's chunk, or with kChunk one box per
+// lane's 16-row chunk, all its columns (config.cuh has both stage layouts).
+template <typename Cfg, bool kPaged, ChunkBox kChunk = ChunkBox::kNone>
 __device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const TmaDescriptor *map,
                                               uint8_t *stage, uint64_t *full, bool leader,
                                               int k_row, int kv_head, int kb,
                                               const PagedChunk &chunk, bool loads_chunk,
                                               int lane) {
     if (leader) ptx::mbarrier_arrive_expect_tx(full, Cfg::kKVBytes);
-    if constexpr (kChunkV) {
+    constexpr int kChunkBytes = 16 * Cfg::Dp * 2;
+    if constexpr (kChunk == ChunkBox::kK) {
         __syncwarp();
         if (loads_chunk)
-            ptx::tma_load_5d(stage + lane * Cfg::kVKeyStep, map, full, 0, chunk.row, 0, kv_head,
+            ptx::tma_load_5d(stage + lane * kChunkBytes, map, full, 0, 0, kv_head * Cfg::kBoxes,
+                             chunk.row / 8, chunk.page);
+    } else if constexpr (kChunk == ChunkBox::kV) {
+        __syncwarp();
+        if (loads_chunk)
+            ptx::tma_load_5d(stage + lane * kChunkBytes, map, full, 0, chunk.row, 0, kv_head,
                              chunk.page);
     } else if constexpr (kPaged) {
         __syncwarp();
@@ -120,11 +132,13 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
             if (Cfg::kConsumerKeyRanges && seq.has_hi)
 #pragma unroll
                 for (int c = 0; c < Cfg::kConsumers; ++c) skipped += j - keys.begin >= consumer_tiles[c];
-            load_kv_stage<Cfg, kPaged>(params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s],
-                                       leader, k_row, kv_head, kb, chunk, loads_chunk, lane);
+            constexpr bool kChunks16 = kPaged && Cfg::kChunkMajorV;
+            load_kv_stage<Cfg, kPaged, kChunks16 ? ChunkBox::kK : ChunkBox::kNone>(
+                params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s], leader, k_row, kv_head,
+                kb, chunk, loads_chunk, lane);
             if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_k[s], 128 * skipped);
             if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
-            load_kv_stage<Cfg, kPaged, kPaged && Cfg::kChunkMajorV>(
+            load_kv_stage<Cfg, kPaged, kChunks16 ? ChunkBox::kV : ChunkBox::kNone>(
                 params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s], leader, k_row, kv_head,
                 kb, chunk, loads_chunk, lane);
             if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);

@@ -201,9 +201,13 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
     if (sched.paged_chunk_boxes) {  // `_paged16`: one box per 16-row chunk, all its columns
+        const HeadFold fold =
+            group_boxed_head_fold(p.k, p.head_dim, p.page_size, p.num_kv_heads);
         FMHA_TRY(encode_group_boxed_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim,
                                                k_map_rows, p.num_kv_heads, k_map_outer, p.k,
-                                               sched.k_box_rows, "k"));
+                                               sched.k_box_rows, fold, "k"));
+        params.k_head_boxes = fold == HeadFold::kColumns ? int32_t(p.head_dim / 64) : 0;
+        params.k_head_groups = fold == HeadFold::kGroups ? int32_t(p.page_size / 8) : 0;
         FMHA_TRY(encode_column_boxed_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v,
                                                 k_map_rows, p.num_kv_heads, k_map_outer, p.v,
                                                 sched.k_box_rows, "v"));
@@ -354,13 +358,14 @@ bool sm90_compact_walk(const Problem &p, const Sm90Schedule &s) {
 // with the pages in order as slow as shuffled (kernel-notes h28). The
 // `_paged16` entry points keep each chunk's V columns together in shared
 // memory, and each 8-row group's K columns, so one box loads a chunk's V
-// and one its K: 16 boxes per tile (h28, h31). K's box spans the column
-// boxes of all KV heads as one dimension, which needs the heads of a row
-// packed (head stride = head_dim, or one KV head); other caches keep the
-// plain kernel.
+// and one its K: 16 boxes per tile (h28, h31). K's map folds the KV heads
+// into its column pieces or its 8-row groups, which needs a pool laid out
+// [page, row, head, dim] or [page, head, row, dim] (group_boxed_head_fold);
+// other pools keep the plain kernel.
 bool sm90_paged_chunk_boxes(const Problem &p, const Sm90Schedule &s) {
     return p.paged_kv && s.k_box_rows == 16 && p.head_dim_v == p.head_dim &&
-           (p.num_kv_heads == 1 || p.k.head == p.head_dim);
+           group_boxed_head_fold(p.k, p.head_dim, p.page_size, p.num_kv_heads) !=
+               HeadFold::kNone;
 }
 
 // The tile walk of a plan (everything but the tensors): configure computes it

@@ -70,16 +70,25 @@ fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, 
     return encode(drv, map, dtype, base, 64, 5, outer, box, strides, name);
 }
 
+HeadFold group_boxed_head_fold(const fmha_strides &strides, int64_t dim, int64_t seqlen,
+                               int64_t heads) {
+    if (dim % 64 != 0 || seqlen % 8 != 0) return HeadFold::kNone;
+    if (heads == 1 || strides.head == dim) return HeadFold::kColumns;
+    if (strides.head == seqlen * strides.seq) return HeadFold::kGroups;
+    return HeadFold::kNone;
+}
+
 fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
                                           const void *base, int64_t dim, int64_t seqlen,
                                           int64_t heads, int64_t batch,
                                           const fmha_strides &strides, int box_rows,
-                                          const char *name) {
-    // The column boxes of all heads are one dimension of stride 64: packed
-    // heads (stride dim) or one head, which the caller checks.
+                                          HeadFold fold, const char *name) {
+    // The heads continue the column boxes (stride 64) or the 8-row groups
+    // (stride 8 rows): one dimension for both, as `fold` says they allow.
+    const bool in_columns = fold == HeadFold::kColumns;
     const Extent outer[4] = {{8, strides.seq},
-                             {heads * dim / 64, 64},
-                             {seqlen / 8, 8 * strides.seq},
+                             {(in_columns ? heads : 1) * dim / 64, 64},
+                             {(in_columns ? 1 : heads) * seqlen / 8, 8 * strides.seq},
                              {batch, strides.batch}};
     const cuuint32_t box[5] = {64, 8, cuuint32_t(dim / 64), cuuint32_t(box_rows / 8), 1};
     return encode(drv, map, dtype, base, 64, 5, outer, box, strides, name);

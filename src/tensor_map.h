@@ -26,18 +26,27 @@ fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, 
                                            const fmha_strides &strides, int box_rows,
                                            const char *name);
 
-// The same tensor as 5-D dims (64, 8, heads * dim / 64, seq / 8, batch): the
-// rows in 8-row groups and the 64-column pieces of all heads as one
-// dimension, which needs the heads of a row packed (head stride = dim, or one
-// head). A box of `box_rows` rows (a multiple of 8; seq too) of one head
-// takes all dim / 64 pieces, staged group by group: 8 rows of piece 0, of
-// piece 1, ..., then the next group (each piece a 128-byte-swizzled block of
-// 8 rows). The box's column coordinate is head * dim / 64.
+// How the heads of a tensor fold into 5 dims with its rows in 8-row groups
+// (encode_group_boxed_tensor_map): into the 64-column pieces when a row's
+// heads are packed (head stride = dim, or one head), into the groups when
+// each head's rows are packed ([batch, head, seq, dim]: head stride = seq x
+// row stride), else not at all. dim is a multiple of 64 and seq of 8.
+enum class HeadFold { kNone, kColumns, kGroups };
+HeadFold group_boxed_head_fold(const fmha_strides &strides, int64_t dim, int64_t seqlen,
+                               int64_t heads);
+
+// The same tensor as 5-D dims (64, 8, pieces, groups, batch): rows in 8-row
+// groups, 64-column pieces, the heads folded into the pieces (heads * dim /
+// 64 of them, the box's piece coordinate head * dim / 64) or the groups (heads
+// * seq / 8, group coordinate head * seq / 8 + row / 8) as `fold` says. A box
+// of `box_rows` rows (a multiple of 8) of one head takes all dim / 64
+// pieces, staged group by group: 8 rows of piece 0, of piece 1, ..., then
+// the next group (each piece a 128-byte-swizzled block of 8 rows).
 fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
                                           const void *base, int64_t dim, int64_t seqlen,
                                           int64_t heads, int64_t batch,
                                           const fmha_strides &strides, int box_rows,
-                                          const char *name);
+                                          HeadFold fold, const char *name);
 
 // The same tensor as 5-D dims (dim, group, seq, heads / group, batch): the
 // heads come in groups of `group` (the query heads of one KV head), and a

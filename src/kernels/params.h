@@ -162,6 +162,13 @@ struct Sm90Params {
     // empty slots of shorter sequences (compact_tile_coord in tile_order.h;
     // each CTA sums the tile counts into static shared memory at its start).
     int32_t compact_batch;
+    // `_paged16` K map (encode_group_boxed_tensor_map): KV head h's 16-row
+    // chunk at page row r is the box at column box h * k_head_boxes and 8-row
+    // group h * k_head_groups + r / 8. Heads packed in a row merge into the
+    // column boxes (D / 64, 0); heads outside the rows of a page ([page,
+    // head, row, dim]) into the groups (0, page_size / 8).
+    int32_t k_head_boxes;
+    int32_t k_head_groups;
 };
 
 constexpr int kSm90CompactMaxBatch = 256;

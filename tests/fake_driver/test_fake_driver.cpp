@@ -866,7 +866,10 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         int64_t hd, sk;
         int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: Hopper declines)
         bool paged_chunk_boxes;    // `_paged16`: K and V one box per chunk, all its columns
-        bool spaced_heads = false; // K/V heads hd + 64 elements apart: no `_paged16`
+        // The pool's layout: [page, row, head, dim], heads outside the rows
+        // ([page, head, row, dim]), or heads hd + 64 elements apart in a row
+        // (no `_paged16`: K's map cannot fold them).
+        enum { kRowsOuter, kHeadsOuter, kSpacedHeads } pool = kRowsOuter;
     };
     // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
     // 16-row chunks of the plain hd128 (default and wide) and hd256 tiles take `_paged16`.
@@ -875,7 +878,10 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
                             {128, 5000, 48, 16, true},   {64, 3000, 32, 32, false},
                             {256, 3000, 64, 16, true},   {96, 3000, 16, 16, false},
                             {128, 3000, 8, 0, false},    {128, 3000, 1, 0, false},
-                            {128, 3000, 24, 0, false},   {128, 3000, 16, 16, false, true}};
+                            {128, 3000, 24, 0, false},
+                            {128, 3000, 16, 16, false, Shape::kSpacedHeads},
+                            {128, 3000, 16, 16, true, Shape::kHeadsOuter},
+                            {256, 3000, 64, 16, true, Shape::kHeadsOuter}};
     for (const Shape &sh : shapes) {
         Fake &f = fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, sh.hd, Layout::BSHD, 32, sh.sk);
@@ -887,8 +893,13 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         d.page_size = sh.page_size;
         d.max_pages_per_seq = (sh.sk + sh.page_size - 1) / sh.page_size;
         d.num_pages = d.batch * d.max_pages_per_seq + 3;
-        REQUIRE(fmha_strides_bshd(&d.k_strides, sh.page_size, 2, sh.hd) == FMHA_STATUS_SUCCESS);
-        if (sh.spaced_heads) {
+        if (sh.pool == Shape::kHeadsOuter)
+            REQUIRE(fmha_strides_bhsd(&d.k_strides, sh.page_size, 2, sh.hd) ==
+                    FMHA_STATUS_SUCCESS);
+        else
+            REQUIRE(fmha_strides_bshd(&d.k_strides, sh.page_size, 2, sh.hd) ==
+                    FMHA_STATUS_SUCCESS);
+        if (sh.pool == Shape::kSpacedHeads) {
             d.k_strides.head = sh.hd + 64;
             d.k_strides.seq = 2 * d.k_strides.head;
             d.k_strides.batch = sh.page_size * d.k_strides.seq;
@@ -896,8 +907,8 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         d.v_strides = d.k_strides;
         d.kernel = FMHA_KERNEL_HOPPER;
         d.num_splits = 1;
-        INFO("hd " << sh.hd << " sk " << sh.sk << " page " << sh.page_size << " spaced heads "
-                   << sh.spaced_heads);
+        INFO("hd " << sh.hd << " sk " << sh.sk << " page " << sh.page_size << " pool "
+                   << int(sh.pool));
         Plan plan;
         const fmha_status cst = create(plan, d);
         INFO(fmha_last_error_message());
@@ -929,11 +940,13 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         for (int m = 1; m <= 2; ++m) {  // K and V: the pool of pages, one chunk per box
             const fake_cuda_tensor_map &kv = after.maps[(before + m) % FAKE_CUDA_MAP_RING];
             if (m == 1 && sh.paged_chunk_boxes) {  // (64, row in group, column box, group, page)
+                // The two KV heads fold into the column boxes, or (heads outer) the groups.
+                const int heads_in_columns = sh.pool == Shape::kHeadsOuter ? 1 : 2;
                 REQUIRE(kv.rank == 5u);
                 CHECK(kv.dims[0] == 64u);
                 CHECK(kv.dims[1] == 8u);
-                CHECK(kv.dims[2] == (unsigned long long)(2 * sh.hd / 64));  // both heads' boxes
-                CHECK(kv.dims[3] == (unsigned long long)(sh.page_size / 8));
+                CHECK(kv.dims[2] == (unsigned long long)(heads_in_columns * sh.hd / 64));
+                CHECK(kv.dims[3] == (unsigned long long)(2 / heads_in_columns * sh.page_size / 8));
                 CHECK(kv.dims[4] == (unsigned long long)d.num_pages);
                 CHECK(kv.strides[0] == (unsigned long long)(d.k_strides.seq * 2));
                 CHECK(kv.strides[1] == 128u);

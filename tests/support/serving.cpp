@@ -1087,8 +1087,9 @@ std::vector<ServingCase> paged_hopper_suite() {
     // 16-row chunks of the plain hd128/hd256 tiles: K staged group-major and V
     // chunk-major, one TMA box each per chunk (`_paged16`, kernel-notes h28,
     // h31), with seqused_k tails inside a chunk (zeroed V rows), an empty
-    // sequence, a split, and MQA (K's box spans the heads' columns); pages
-    // laid out [page, head, row, dim] keep the plain kernel
+    // sequence, a split, MQA, and pages laid out [page, head, row, dim] (K's
+    // map folds the heads into its column pieces or, there, its 8-row
+    // groups); a sliced pool (heads hd + 8 apart) keeps the plain kernel
     v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 4, 2)
                     .varlen_q({700, 0, 129}).paged(16, {1500, 40, 300}).seqused({1499, 40, 131})
                     .mask(FMHA_MASK_CAUSAL_TOP_LEFT));
@@ -1098,6 +1099,9 @@ std::vector<ServingCase> paged_hopper_suite() {
                     .q({8}).paged(16, {3000}).seqused({2999}).mask(kBottomRight).splits(3));
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 1)
                     .q({40, 40}).paged(16, {900, 1000}).seqused({900, 517}).mask(kBottomRight));
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .q({64}).paged(16, {700}).seqused({650}).mask(kBottomRight)
+                    .layout(Layout::SLICED));
     return seeded(v, 24000);
 }
 

@@ -35,7 +35,8 @@ __device__ __forceinline__ PagedChunk paged_chunk(const Sm90Params &params, cons
 // How a paged stage's 16-row chunk is one TMA box (`_paged16`).
 enum class ChunkBox {
     kNone,  // one box per 64 columns of the chunk
-    kK,     // group-major K: dims (64, row in group, column box of all heads, group, page)
+    kK,     // group-major K: dims (64, row in group, column box, group, page), the heads
+            // merged into the column boxes or the groups (Sm90Params::k_head_boxes)
     kV,     // chunk-major V: dims (64, row in page, column box, head, page)
 };
 
@@ -54,8 +55,9 @@ __device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const Tm
     if constexpr (kChunk == ChunkBox::kK) {
         __syncwarp();
         if (loads_chunk)
-            ptx::tma_load_5d(stage + lane * kChunkBytes, map, full, 0, 0, kv_head * Cfg::kBoxes,
-                             chunk.row / 8, chunk.page);
+            ptx::tma_load_5d(stage + lane * kChunkBytes, map, full, 0, 0,
+                             kv_head * params.k_head_boxes,
+                             kv_head * params.k_head_groups + chunk.row / 8, chunk.page);
     } else if constexpr (kChunk == ChunkBox::kV) {
         __syncwarp();
         if (loads_chunk)

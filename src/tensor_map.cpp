@@ -85,6 +85,9 @@ fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, f
                                           HeadFold fold, const char *name) {
     // The heads continue the column boxes (stride 64) or the 8-row groups
     // (stride 8 rows): one dimension for both, as `fold` says they allow.
+    if (fold == HeadFold::kNone)
+        return fail(FMHA_STATUS_INTERNAL_ERROR,
+                    "tensor map for %s: its heads fold into neither pieces nor groups", name);
     const bool in_columns = fold == HeadFold::kColumns;
     const Extent outer[4] = {{8, strides.seq},
                              {(in_columns ? heads : 1) * dim / 64, 64},

@@ -18,8 +18,10 @@
 // three on their own entry points). A paged KV cache is read in TMA boxes of
 // whole page chunks, one per lane of the producer warp (block table looked up
 // by the lanes); over 16-row chunks the `_paged16` entry points stage V
-// chunk-major, so one box loads all of a chunk's V columns (config.cuh). Under a causal mask hd64's three consumers each stop at their
-// own rows' last key tile; the producer releases the later stages for them.
+// chunk-major and K group-major, so one box loads all of a chunk's V columns
+// and one its K (config.cuh). Under a causal mask hd64's three consumers each
+// stop at their own rows' last key tile; the producer releases the later
+// stages for them.
 // head_dim 512 splits D instead of rows: both consumers take
 // the same 64 rows, each owning half of O's columns, and compute the whole S
 // (or, with shared S, each half of it, summed through shared memory).
@@ -357,8 +359,9 @@ FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd96_varlen, false, 96)
 FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd128_varlen, false, 128)
 FMHA_SM90_ENTRY_WALK(fmha_fwd_sm90_fp16_hd256_varlen, false, 256)
 // A paged cache read in 16-row chunks (pages of 16, or any size whose chunk
-// is 16 rows), plain default and wide tiles with several V boxes per row: V
-// chunk-major, one TMA box per chunk (kernel-notes h28, h29).
+// is 16 rows), plain default and wide tiles with several 64-column boxes per
+// row: V chunk-major and K group-major, one TMA box each per chunk
+// (kernel-notes h28, h29, h31).
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_paged16, true, 128, fmha::kSm90Default)
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd256_paged16, true, 256, fmha::kSm90Default)
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_paged16, false, 128, fmha::kSm90Default)

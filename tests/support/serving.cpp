@@ -1188,6 +1188,14 @@ std::vector<ServingCase> split_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 6, 3)
                     .varlen_q({16, 9}).packed_k({900, 1500})
                     .mask(FMHA_MASK_CAUSAL_TOP_LEFT).window(-1, 0));
+    // the Hopper kernel's `_paged16` entry points under every split count:
+    // hd128's wide tile over a [page, head, row, dim] pool (K's heads folded
+    // into its 8-row groups) and hd256's tile over a [page, row, head, dim] one
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 32, 8)
+                    .q({32, 32}).paged(16, {5000, 4200}).seqused({4999, 4100})
+                    .mask(kBottomRight).layout(Layout::BHSD));
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 16, 4)
+                    .q({8, 8}).paged(16, {1500, 1500}).seqused({1500, 901}).mask(kBottomRight));
     return seeded(v, 23000);
 }
 

@@ -205,8 +205,10 @@ typedef struct fmha_strides {
  *  sequence): the decode kernel may read them, and never uses them. */
 #define FMHA_FLAG_SEQUSED_K 0x10u
 /** Paged KV cache (version 3): K and V are [num_pages, page_size,
- *  kv_heads, dim] with k_strides.batch / v_strides.batch the page stride.
- *  Key j of sequence b is row j % page_size of page
+ *  kv_heads, dim] with k_strides.batch / v_strides.batch the page stride;
+ *  any strides, so a pool laid out [num_pages, kv_heads, page_size, dim] is
+ *  described by its head and row strides (pages of 16 rows read fastest in
+ *  these two packed layouts). Key j of sequence b is row j % page_size of page
  *  block_table[b * max_pages_per_seq + j / page_size] (fmha_tensors.
  *  block_table, int32, row-major [batch, max_pages_per_seq]). Key counts
  *  come from seqused_k, cu_seqlens_k or seqlen_k, in that order. Contract:

@@ -473,7 +473,9 @@ def attention_with_kvcache(
         k_cache, v_cache: contiguous cache ``[batch, max_seqlen,
             num_kv_heads, head_dim]``, or, with ``block_table``, a paged
             cache ``[num_pages, page_size, num_kv_heads, head_dim]`` (any
-            page size). Any strides with a contiguous last dimension.
+            page size). Any strides with a contiguous last dimension: a
+            ``[num_pages, num_kv_heads, page_size, head_dim]`` pool (HND)
+            goes in as ``pool.transpose(1, 2)``, no copy.
         cache_seqlens: int32 ``[batch]`` device tensor of key counts, or a
             single ``int`` used for every sequence (1 to the capacity).
         block_table: int32 ``[batch, max_pages_per_seq]`` (row-major,

@@ -4,6 +4,7 @@
 
 #include "kernels/tile_order.h"
 #include "problem.h"
+#include "tensor_map.h"
 
 struct fmha_plan;
 
@@ -27,7 +28,9 @@ struct Sm90Schedule {
     int32_t k_box_rows = 0;        // rows of a K/V box: the key tile, or a page chunk
     int32_t paged_chunks = 0;      // boxes per key tile of a paged cache (0: contiguous)
     int32_t compact_batch = 0;     // > 0: packed Q walked without empty slots (Sm90Params)
-    int32_t paged_chunk_boxes = 0;  // 1: K and V mapped and staged one box per 16-row chunk (`_paged16`)
+    // `_paged16` (K and V one box per 16-row chunk): how K's map folds the KV
+    // heads; kNone for every other entry point.
+    HeadFold k_head_fold = HeadFold::kNone;
     uint32_t ctas = 0;             // grid size
     FastDivide div_tiles_per_split{0u, 0};
     TileDivisors tile_div{};

@@ -200,9 +200,8 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     // boxes of a page chunk; a contiguous cache in boxes of a key tile.
     const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
-    if (sched.paged_chunk_boxes) {  // `_paged16`: one box per 16-row chunk, all its columns
-        const HeadFold fold =
-            group_boxed_head_fold(p.k, p.head_dim, p.page_size, p.num_kv_heads);
+    const HeadFold fold = sched.k_head_fold;
+    if (fold != HeadFold::kNone) {  // `_paged16`: one box per 16-row chunk, all its columns
         FMHA_TRY(encode_group_boxed_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim,
                                                k_map_rows, p.num_kv_heads, k_map_outer, p.k,
                                                sched.k_box_rows, fold, "k"));
@@ -361,11 +360,10 @@ bool sm90_compact_walk(const Problem &p, const Sm90Schedule &s) {
 // and one its K: 16 boxes per tile (h28, h31). K's map folds the KV heads
 // into its column pieces or its 8-row groups, which needs a pool laid out
 // [page, row, head, dim] or [page, head, row, dim] (group_boxed_head_fold);
-// other pools keep the plain kernel.
-bool sm90_paged_chunk_boxes(const Problem &p, const Sm90Schedule &s) {
-    return p.paged_kv && s.k_box_rows == 16 && p.head_dim_v == p.head_dim &&
-           group_boxed_head_fold(p.k, p.head_dim, p.page_size, p.num_kv_heads) !=
-               HeadFold::kNone;
+// other pools keep the plain kernel. kNone: not `_paged16`.
+HeadFold sm90_paged_chunk_boxes(const Problem &p, const Sm90Schedule &s) {
+    if (!p.paged_kv || s.k_box_rows != 16 || p.head_dim_v != p.head_dim) return HeadFold::kNone;
+    return group_boxed_head_fold(p.k, p.head_dim, p.page_size, p.num_kv_heads);
 }
 
 // The tile walk of a plan (everything but the tensors): configure computes it
@@ -459,9 +457,10 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     const char *chunked =
         score_mods ? nullptr
                    : variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kPagedChunks16);
-    if (c.sm90.compact_batch == 0 && sm90_paged_chunk_boxes(p, c.sm90) && chunked != nullptr) {
+    const HeadFold fold = sm90_paged_chunk_boxes(p, c.sm90);
+    if (c.sm90.compact_batch == 0 && fold != HeadFold::kNone && chunked != nullptr) {
         c.kernel_name = chunked;
-        c.sm90.paged_chunk_boxes = 1;
+        c.sm90.k_head_fold = fold;
     }
     c.launch = sm90_launch;
     *out = c;

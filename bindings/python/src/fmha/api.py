@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._abi import DType, FmhaDescriptor
 from ._cuda import device_guard, framework_of, resolve_stream
+from ._fastcall import CallCache, Slots
 from .plan import CacheInfo, Plan, PlanCache
 from .problem import layout_strides, make_descriptor, parse_dtype, parse_layout, parse_mask
 from .tensors import TensorView, view
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 _PLAN_CACHE = PlanCache(maxsize=128)
+# Call forms already checked (see _fastcall): as many as plans, cleared with them.
+_CALLS = CallCache(maxsize=128)
 
 
 # The library wants the batch/seq/head strides to be multiples of 8 elements.
@@ -338,6 +341,25 @@ def _plan_and_workspace(call: _Call, workspace: Any, allocated: Sequence[Any]) -
     return plan, workspace
 
 
+def _remember(key: Any, call: _Call, plan: Plan, workspace: Any, lse_out: Any, return_lse: bool) -> None:
+    """Keep the form of a call that just ran on the checked path (``key``
+    from ``_CALLS.key``; ``workspace`` as the caller passed it)."""
+    if key is None or call.device is None:
+        return
+    ws_view = view(workspace, "workspace") if workspace is not None else None
+    _CALLS.remember(key, plan, call.q.source.device, call.out_shape, call.lse_shape,
+                    call.write_lse and lse_out is None, ws_view, return_lse)
+
+
+def _run_remembered(key: Any, slots: Slots, stream: Any) -> Tuple[bool, Any]:
+    """``(True, result)`` when ``key``'s form is remembered and has run."""
+    form = _CALLS.get(key) if key is not None else None
+    if form is None:
+        return False, None
+    _PLAN_CACHE.count_hit()
+    return True, form.run(slots, stream)
+
+
 def attention(
     q: Any,
     k: Any,
@@ -414,17 +436,24 @@ def attention(
         fmha.FmhaError: the library rejected the problem (e.g.
             :class:`fmha.NotSupportedError` for head_dim 80), with its message.
     """
+    key = _CALLS.key("attention", (q, k, v, causal, scale, return_lse, layout, out, lse_out, kernel, workspace,
+                                   window, softcap, sinks, num_splits))
+    done, result = _run_remembered(key, Slots(q, k, v, out, lse_out, sinks, workspace=workspace), stream)
+    if done:
+        return result
     call = _prepare(
         q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout,
         out=out, lse_out=lse_out, kernel=kernel, stream=stream,
         window=window, softcap=softcap, sinks=sinks, num_splits=num_splits,
     )
+    user_workspace = workspace
     out, out_ptr, lse, lse_ptr, allocated = _outputs(call, out, lse_out)
     with device_guard(q, call.device):
         plan, workspace = _plan_and_workspace(call, workspace, allocated)
         # Raw addresses: the views (and any DLPack capsules) live in `call`.
         plan.run(call.q.ptr, call.k.ptr, call.v.ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream,
                  sinks=call.sinks.ptr if call.sinks is not None else None)
+    _remember(key, call, plan, user_workspace, lse_out, return_lse)
 
     if return_lse:
         return out, lse
@@ -437,10 +466,14 @@ def plan_cache_info() -> CacheInfo:
 
 
 def clear_plan_cache() -> None:
-    """Drop every plan cached by :func:`attention`."""
+    """Drop every plan cached by :func:`attention` (and the serving forms),
+    with the call forms that hold them."""
+    _CALLS.clear()
     _PLAN_CACHE.clear()
 
 
 def set_plan_cache_size(maxsize: int) -> None:
-    """Set how many plans :func:`attention` keeps (default 128; 0 disables)."""
+    """Set how many plans :func:`attention` keeps (default 128; 0 disables),
+    and as many remembered call forms."""
+    _CALLS.resize(maxsize)
     _PLAN_CACHE.resize(maxsize)

@@ -437,6 +437,11 @@ class PlanCache:
                     self._plans.popitem(last=False)
         return plan
 
+    def count_hit(self) -> None:
+        """Count a hit served without a lookup (a remembered call form holds the plan)."""
+        with self._lock:
+            self._hits += 1
+
     def clear(self) -> None:
         """Drop every cached plan and reset the statistics."""
         with self._lock:

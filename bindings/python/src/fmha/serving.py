@@ -47,7 +47,9 @@ from ._abi import (
 )
 from ._cuda import device_guard, resolve_stream
 from ._lib import call_status
+from ._fastcall import Slots
 from .api import (
+    _CALLS,
     _PLAN_CACHE,
     _Call,
     _check_dtypes,
@@ -60,6 +62,8 @@ from .api import (
     _outputs,
     _plan_and_workspace,
     _record_stream,
+    _remember,
+    _run_remembered,
 )
 from .plan import MergePlan
 from .problem import (
@@ -129,8 +133,18 @@ def _softcap(value: Optional[float]) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def _execute(call: _Call, out: Any, lse_out: Any, workspace: Any, return_lse: bool) -> Any:
-    """Allocate what is missing, get the plan and enqueue the run."""
+def _same_address(a: Any, b: Any) -> Optional[bool]:
+    """Whether two tensors start at one address (None: not both tensors)."""
+    try:
+        return bool(a.data_ptr() == b.data_ptr())
+    except AttributeError:
+        return None
+
+
+def _execute(call: _Call, out: Any, lse_out: Any, workspace: Any, return_lse: bool, key: Any = None) -> Any:
+    """Allocate what is missing, get the plan and enqueue the run; remember
+    the call's form under ``key`` (see _fastcall) when it ran as is."""
+    user_workspace = workspace
     out, out_ptr, lse, lse_ptr, allocated = _outputs(call, out, lse_out)
     if call.rows_q > 0:
         with device_guard(call.q.source, call.device):
@@ -145,6 +159,8 @@ def _execute(call: _Call, out: Any, lse_out: Any, workspace: Any, return_lse: bo
             arrays = {name: av.ptr for name, av in call.arrays.items()}
             plan.run(call.q.ptr, k_ptr, v_ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream,
                      sinks=call.sinks.ptr if call.sinks is not None else None, **arrays)
+        if k_ptr == call.k.ptr and v_ptr == call.v.ptr:  # no stand-in address
+            _remember(key, call, plan, user_workspace, lse_out, return_lse)
     if return_lse:
         return out, lse
     return out
@@ -306,12 +322,23 @@ def attention_varlen(
             ``causal=True`` with distinct cu_seqlens, missing ``out=``.
         fmha.FmhaError: the library rejected the problem (with its message).
     """
+    key = _CALLS.key("varlen", (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                                softmax_scale, window, softcap, sinks, seqused_k, return_lse, num_splits, kernel,
+                                out, lse_out, workspace))
+    if key is not None:
+        # causal=True is checked against this (see _varlen_mask).
+        key = (key, _same_address(cu_seqlens_q, cu_seqlens_k))
+        done, result = _run_remembered(
+            key, Slots(q, k, v, out, lse_out, sinks, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                       seqused_k=seqused_k, workspace=workspace), stream)
+        if done:
+            return result
     call = _prepare_varlen(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
         softmax_scale=softmax_scale, window=window, softcap=softcap, sinks=sinks, seqused_k=seqused_k,
         return_lse=return_lse, num_splits=num_splits, kernel=kernel, out=out, lse_out=lse_out, stream=stream,
     )
-    return _execute(call, out, lse_out, workspace, return_lse)
+    return _execute(call, out, lse_out, workspace, return_lse, key)
 
 
 # ---------------------------------------------------------------- KV cache
@@ -504,13 +531,21 @@ def attention_with_kvcache(
     The descriptor depends on the cache's capacity, not on the current
     lengths, so a decode loop reuses one cached plan.
     """
+    key = _CALLS.key("kvcache", (q, k_cache, v_cache, cache_seqlens, block_table, cu_seqlens_q, max_seqlen_q,
+                                 causal, softmax_scale, window, softcap, sinks, num_splits, return_lse, kernel,
+                                 out, lse_out, workspace))
+    done, result = _run_remembered(
+        key, Slots(q, k_cache, v_cache, out, lse_out, sinks, cu_seqlens_q=cu_seqlens_q, seqused_k=cache_seqlens,
+                   block_table=block_table, workspace=workspace), stream)
+    if done:
+        return result
     call = _prepare_kvcache(
         q, k_cache, v_cache, cache_seqlens, block_table=block_table, cu_seqlens_q=cu_seqlens_q,
         max_seqlen_q=max_seqlen_q, causal=causal, softmax_scale=softmax_scale, window=window, softcap=softcap,
         sinks=sinks, num_splits=num_splits, return_lse=return_lse, kernel=kernel, out=out, lse_out=lse_out,
         stream=stream,
     )
-    return _execute(call, out, lse_out, workspace, return_lse)
+    return _execute(call, out, lse_out, workspace, return_lse, key)
 
 
 # ---------------------------------------------------------------- merge

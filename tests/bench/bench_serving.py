@@ -19,6 +19,8 @@ Sections (--only decode,paged,...):
             paged cache (pages 16 and 64, shuffled) vs contiguous cache (TFLOP/s)
   features  causal prefill with a sliding window, softcap and sinks: AUTO vs the portable
             kernel forced, and the same prefill without them (TFLOP/s; no peer has them)
+  host      CPU microseconds per call of the Python binding and of torch SDPA (cuDNN) on
+            the decode rows, the GPU kept busy so that calls only enqueue (C: fmha_bench_host)
 
 Timing: every timed run is preceded by an L2 flush and a GPU spin (torch.cuda._sleep) long enough to cover the host cost
 of the call, so the events measure GPU time only and not Python overhead.
@@ -62,7 +64,8 @@ F: Any = None
 fmha: Any = None
 DEVICE = "cuda"
 
-SECTIONS = ("decode", "decode-hd", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked", "features")
+SECTIONS = ("decode", "decode-hd", "paged", "paged-t", "decode-t", "hd512", "varlen", "chunked", "features",
+            "host")
 
 # (batch, num_q_heads, num_kv_heads, seqlen_k) of the decode rows (shared/notes/anchors.md).
 DECODE_ROWS: List[Tuple[int, int, int, int]] = [
@@ -629,6 +632,29 @@ class Timer:
             ends[i].record()
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+    def host_us(self, fn: Callable[[], Any], calls: int = 50, rounds: int = 15) -> float:
+        """CPU microseconds per call (median of `rounds` runs of `calls` back-to-back calls),
+        with the GPU spinning meanwhile so that each call only enqueues its work."""
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        one_us = (time.perf_counter() - t0) * 1e6
+        torch.cuda.synchronize()
+        spin = int(self.cycles_per_us * min(2 * one_us * calls + 1000, 200_000))
+        samples = []
+        for _ in range(rounds):
+            if self.can_sleep:
+                torch.cuda._sleep(spin)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples.append((time.perf_counter() - t0) / calls * 1e6)
+            torch.cuda.synchronize()
+        return statistics.median(samples)
 
 
 def reference(q: Any, k: Any, v: Any, causal: bool) -> Any:
@@ -1264,9 +1290,55 @@ def section_features(ctx: Ctx) -> Table:
     return tab
 
 
+def section_host(ctx: Ctx) -> Table:
+    tab = Table("host: CPU microseconds per call from Python, T=1 decode rows (bf16, D=128), GPU kept busy so that "
+                "calls only enqueue; libfmha's binding vs torch SDPA's cuDNN backend (reported, no bar)",
+                [("problem", 22), ("fmha us", 8), ("SDPA cuDNN us", 13), ("fmha/SDPA", 9), ("fmha paged16 us", 15),
+                 ("kernel", 30)])
+    tab.header()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    for b, hq, hkv, s in decode_rows(ctx.args.quick):
+        label = decode_label(b, hq, hkv, s)
+        try:
+            x = make_decode_inputs(ctx, b, 1, hq, hkv, s, HEAD_DIM)
+
+            def ours(x=x) -> Any:
+                return fmha_kvcache(x["q"], x["k"], x["v"], x["seqlens"])
+
+            _, kernel = call_and_get_kernel(ours)
+            ours_us = ctx.timer.host_us(ours)
+            gqa = hq != hkv
+
+            def peer(x=x, gqa=gqa) -> Any:
+                return F.scaled_dot_product_attention(x["q_sdpa"], x["k_sdpa"], x["v_sdpa"], enable_gqa=gqa)
+
+            # The backend is chosen once around the calls, so its context manager is not timed.
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                peer_us = ctx.timer.host_us(peer)
+            pages = s // 16
+            table = torch.arange(b * pages, dtype=torch.int32, device=DEVICE).reshape(b, pages)
+            kp = x["k"].reshape(b * pages, 16, hkv, HEAD_DIM)
+            vp = x["v"].reshape(b * pages, 16, hkv, HEAD_DIM)
+
+            def paged(x=x, kp=kp, vp=vp, table=table) -> Any:
+                return fmha_kvcache(x["q"], kp, vp, x["seqlens"], block_table=table)
+
+            paged_us = ctx.timer.host_us(paged)
+            tab.add([label, fmt(ours_us, ".1f"), fmt(peer_us, ".1f"), fmt(ratio(peer_us, ours_us), ".2f"),
+                     fmt(paged_us, ".1f"), kernel])
+        except Exception as exc:
+            ctx.errors += 1
+            tab.error(label, exc)
+        torch.cuda.empty_cache()
+    tab.note("fmha/SDPA > 1: the binding costs the CPU less per call; both allocate their output per call; the paged "
+             "column runs the same cache as pages of 16 in order; the C API alone: build/tests/fmha_bench_host")
+    return tab
+
+
 SECTION_FUNCS = {"decode": section_decode, "decode-hd": section_decode_hd, "paged": section_paged, "paged-t": section_paged_t,
                  "decode-t": section_decode_t, "hd512": section_hd512, "varlen": section_varlen,
-                 "chunked": section_chunked, "features": section_features}
+                 "chunked": section_chunked, "features": section_features,
+                 "host": section_host}
 
 
 def git_head() -> str:

@@ -44,6 +44,7 @@ struct KernelChoice {
     int smem_bytes = 0;
     uint64_t workspace_bytes = 0;
     int num_splits = 1;                          // split-KV parts (decode kernel)
+    bool decode_paired = false;                  // decode kernel reads hd64 KV heads in pairs
     const char *combine_kernel_name = nullptr;   // second entry point (split-KV combine), if any
     Sm90Schedule sm90;                           // Hopper kernel only
     LaunchFn launch = nullptr;

@@ -144,24 +144,74 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
                                                                          : DecodeKv::kPagedWide;
 }
 
+// hd64 KV heads read in pairs as one 128-column head (kernel-notes d39): two
+// adjacent heads' 128-byte rows make one 256-byte row, streamed as the hd128
+// kernel streams its rows. Needs the heads side by side in memory (head
+// stride 64, as in [.., kv_heads, 64] caches; not paged) and an even count,
+// and the pair's query rows (twice the group, times seqlen_q) in one 16-row
+// tile, so that no K/V is read twice. Measured on the H200 only.
+bool paired_heads(const Problem &p, const DeviceLimits &dev) {
+    return dev.sm == 90 && p.head_dim == 64 && p.head_dim_v == 64 && !p.paged_kv &&
+           p.num_kv_heads % 2 == 0 && p.k.head == 64 && p.v.head == 64 && p.k.dim == 1 &&
+           p.v.dim == 1 && 2 * group_size(p) * p.seqlen_q <= kDecodeRows;
+}
+
+// The problem a paired kernel streams: head_dim 128 over half the KV heads.
+Problem paired_view(const Problem &p) {
+    Problem v = p;
+    v.head_dim = v.head_dim_v = 128;
+    v.num_kv_heads /= 2;
+    v.k.head *= 2;
+    v.v.head *= 2;
+    return v;
+}
+
+// Whether to pair, and the split count. A pair keeps the unpaired plan's
+// grid: with s >= 2 splits, 2s splits over half the heads (the same CTAs,
+// each reading the same bytes, in 256-byte rows: 1.3-2.2% faster on the
+// H200), up to 32 (B2 H16/2 S16384, 32 splits unpaired, was 1.8% slower with
+// 64: each split adds a partial row to the combine); unsplit, only where
+// half the heads still give nearly every SM a CTA (1.0-3.0% faster). The
+// hd128 split model over half the heads was up to 7.7% slower (B16 H64/8
+// S4096: 2 splits and a combine where 1 unpaired ran faster).
+constexpr int kMaxPairedSplits = 32;
+
+bool pair_and_split(const Problem &p, const DeviceLimits &dev, DecodeKv kv, int *splits) {
+    const int unpaired = splits_for(p, dev, kv);
+    *splits = unpaired;
+    if (!paired_heads(p, dev)) return false;
+    if (p.num_splits > 0) return true;  // the caller's count, either way
+    if (unpaired >= 2) {
+        if (2 * unpaired > kMaxPairedSplits) return false;
+        *splits = 2 * unpaired;
+        return true;
+    }
+    const Problem v = paired_view(p);
+    return 10 * v.batch * v.num_kv_heads * m_tiles(v) >= 9 * int64_t(dev.num_sms);
+}
+
 fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
                           CUstream stream) {
     const Problem &p = plan.problem;
     const KernelChoice &c = plan.choice;
     if (p.q_rows() == 0) return FMHA_STATUS_SUCCESS;  // packed Q with no rows: nothing to do
+    // Paired: K/V heads, the group and the M tiles as the kernel sees them.
+    const Problem streamed = c.decode_paired ? paired_view(p) : p;
     DecodeParams dp{};
     dp.fwd = make_fwd_params(p, t, kDecodeRows);
+    dp.fwd.k_stride.head = streamed.k.head;
+    dp.fwd.v_stride.head = streamed.v.head;
     dp.q_rows = p.q_rows();
     dp.num_splits = c.num_splits;
-    dp.q_heads_per_kv = static_cast<int32_t>(group_size(p));
-    dp.num_m_tiles = static_cast<int32_t>(m_tiles(p));
+    dp.q_heads_per_kv = static_cast<int32_t>(group_size(streamed));
+    dp.num_m_tiles = static_cast<int32_t>(m_tiles(streamed));
     const SplitPartials parts = split_partials(p, c.num_splits, workspace);
     dp.partial_o = parts.o;
     dp.partial_lse = parts.lse;
     // Launched dependent: it may be scheduled while the previous kernel in
     // the stream drains (it waits for that kernel before touching memory).
     FMHA_TRY(launch_dependent(*plan.drv, plan.device_sm, plan.function, c.num_splits,
-                              static_cast<unsigned>(dp.num_m_tiles * p.num_kv_heads),
+                              static_cast<unsigned>(dp.num_m_tiles * streamed.num_kv_heads),
                               static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream,
                               &dp, c.kernel_name));
     if (c.num_splits <= 1) return FMHA_STATUS_SUCCESS;
@@ -214,18 +264,25 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.family = FMHA_KERNEL_DECODE;
     c.image_family = "decode";
     const DecodeKv kv = cache_kind(p, dev);
-    c.kernel_name = kernel_name(p.dtype, p.head_dim, kv);
+    int splits = 1;
+    c.decode_paired = pair_and_split(p, dev, kv, &splits);
+    // What the kernel streams (paired: hd128 tiles over half the KV heads).
+    const Problem streamed = c.decode_paired ? paired_view(p) : p;
+    const int sd = static_cast<int>(streamed.head_dim);
+    c.kernel_name = !c.decode_paired ? kernel_name(p.dtype, p.head_dim, kv)
+                    : p.dtype == FMHA_DTYPE_BF16 ? "fmha_decode_paired_bf16_hd64"
+                                                 : "fmha_decode_paired_fp16_hd64";
     c.tile_m = kDecodeRows;
-    c.tile_n = decode_tile(d, kv).block_n;
-    c.threads = decode_threads(d, kv);
-    c.smem_bytes = decode_smem_bytes(d, kv);
+    c.tile_n = decode_tile(sd, kv).block_n;
+    c.threads = decode_threads(sd, kv);
+    c.smem_bytes = decode_smem_bytes(sd, kv);
     if (dev.max_smem > 0 && c.smem_bytes > dev.max_smem)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "the decode kernel for head_dim %d needs %d bytes of shared memory; "
                     "sm_%d offers %d",
                     d, c.smem_bytes, dev.sm, dev.max_smem);
-    c.num_splits = splits_for(p, dev, kv);
-    c.workspace_bytes = split_workspace(p, c.num_splits).total();
+    c.num_splits = splits;
+    c.workspace_bytes = split_workspace(p, c.num_splits).total();  // partials per query head
     c.combine_kernel_name = c.num_splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
     c.launch = decode_launch;
     *out = c;

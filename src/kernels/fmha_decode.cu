@@ -12,6 +12,14 @@
 // stream through a multi-stage
 // cp.async pipeline (stage rows: see decode_kv_offset in tile_traits.h).
 // At the end the warps' softmax states are merged in shared memory.
+//
+// Paired heads (the `_paired` hd64 entry points): two KV heads whose rows
+// lie side by side in memory ([.., head, dim] with head stride 64) are read
+// as one 128-column head, so a CTA streams 256-byte rows as at hd128. The
+// host doubles the K/V head stride and the group; Q is placed in the half
+// of a 128-column row that holds its KV head (the other half zero), so
+// S = Q K^T sees only that head's keys, and each row keeps the half of
+// P V that is its own head's output.
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"
@@ -57,9 +65,15 @@ __device__ __forceinline__ PackedRow packed_row(int m_tile, int r, int kv_head, 
     return {pr / group, kv_head * group + pr % group};
 }
 
-template <bool kBf16, int D, DecodeKv kKv>
+// Paired heads: which half of the 128 columns query row `head` uses.
+__device__ __forceinline__ int paired_half(int head, int group) { return head % group >= group / 2; }
+
+template <bool kBf16, int D, DecodeKv kKv, bool kPaired = false>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
     using Cfg = Config<D, kKv>;
+    static_assert(!kPaired || (D == 128 && kKv == DecodeKv::kDense), "paired hd64 heads read as hd128");
+    // Columns of a Q/O row in memory: D, or one KV head's 64 when paired.
+    constexpr int kOutDim = kPaired ? D / 2 : D;
     constexpr bool kPaged = kKv != DecodeKv::kDense;
     using T = typename Elem<kBf16>::T;
     constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
@@ -143,14 +157,17 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     }
     const int pos_last = min((m_tile * Cfg::BM + Cfg::BM - 1) / group, seq.len_q - 1);
 
-    // Q: 16 rows gathered from (position, head) pairs; padding rows are zero.
+    // Q: 16 rows gathered from (position, head) pairs; padding rows are zero
+    // (paired: so is the half of the row that belongs to the other head).
     for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
         const int r = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
         const PackedRow pr = packed_row(m_tile, r, kv_head, group);
-        const bool valid = pr.pos < seq.len_q;
+        const bool in_half = !kPaired || c / (Cfg::kChunks / 2) == paired_half(pr.head, group);
+        const bool valid = pr.pos < seq.len_q && in_half;
+        const int src_chunk = kPaired ? c % (Cfg::kChunks / 2) : c;
         const T *src = static_cast<const T *>(p.q) + int64_t(batch) * p.q_stride.batch +
                        (seq.q_row0 + (valid ? pr.pos : 0)) * p.q_stride.seq +
-                       int64_t(valid ? pr.head : 0) * p.q_stride.head + c * 8;
+                       int64_t(valid ? pr.head : 0) * p.q_stride.head + src_chunk * 8;
         ptx::cp_async_16(ptx::smem_addr(sQ + r * kRow + c * 8), src, valid);
     }
 
@@ -393,6 +410,10 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
         const PackedRow pr = packed_row(m_tile, row, kv_head, group);
         if (pr.pos >= seq.len_q) continue;
+        // Paired: only the row's own head's half of O; `oc` is its column chunk.
+        const int half = kPaired ? paired_half(pr.head, group) : 0;
+        if (kPaired && c / (Cfg::kChunks / 2) != half) continue;
+        const int oc = kPaired ? c % (Cfg::kChunks / 2) : c;
         float m = -CUDART_INF_F;
 #pragma unroll
         for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) m = fmaxf(m, red_m[kg * Cfg::BM + row]);
@@ -421,12 +442,12 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             // Partial result of this split: normalized O and its LSE (-inf: no key).
             const float inv = l > 0.f ? 1.f / l : 0.f;
             float *dst = dp.partial_o +
-                         ((int64_t(split) * dp.q_rows + q_row) * p.num_q_heads + pr.head) * D + c * 8;
+                         ((int64_t(split) * dp.q_rows + q_row) * p.num_q_heads + pr.head) * kOutDim + oc * 8;
             reinterpret_cast<float4 *>(dst)[0] =
                 make_float4(out[0] * inv, out[1] * inv, out[2] * inv, out[3] * inv);
             reinterpret_cast<float4 *>(dst)[1] =
                 make_float4(out[4] * inv, out[5] * inv, out[6] * inv, out[7] * inv);
-            if (c == 0)
+            if (oc == 0)
                 dp.partial_lse[(int64_t(split) * p.num_q_heads + pr.head) * dp.q_rows + q_row] =
                     l > 0.f ? (m + __log2f(l)) * kLn2 : -CUDART_INF_F;
         } else {
@@ -443,9 +464,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             packed.z = Elem<kBf16>::pack(out[4] * inv, out[5] * inv);
             packed.w = Elem<kBf16>::pack(out[6] * inv, out[7] * inv);
             T *dst = static_cast<T *>(p.o) + int64_t(batch) * p.o_stride.batch +
-                     (seq.q_row0 + pr.pos) * p.o_stride.seq + int64_t(pr.head) * p.o_stride.head + c * 8;
+                     (seq.q_row0 + pr.pos) * p.o_stride.seq + int64_t(pr.head) * p.o_stride.head + oc * 8;
             *reinterpret_cast<uint4 *>(dst) = packed;
-            if (c == 0 && p.lse != nullptr)
+            if (oc == 0 && p.lse != nullptr)
                 p.lse[batch * p.lse_batch_stride + pr.head * p.lse_head_stride + seq.q_row0 + pr.pos] =
                     total > 0.f ? (mm + __log2f(total)) * kLn2 : -CUDART_INF_F;
         }
@@ -473,6 +494,14 @@ FMHA_DECODE_ENTRIES(96)
 FMHA_DECODE_ENTRIES(128)
 FMHA_DECODE_ENTRIES(256)
 FMHA_DECODE_ENTRIES(512)
+// hd64 KV heads read two at a time as one 128-column head (launch_decode.cpp).
+#define FMHA_DECODE_PAIRED_ENTRY(name, bf16)                                           \
+    extern "C" __global__ void __launch_bounds__(                                      \
+        fmha::decode_threads(128, fmha::DecodeKv::kDense)) name(const fmha::DecodeParams p) { \
+        fmha::decode::decode<bf16, 128, fmha::DecodeKv::kDense, true>(p);              \
+    }
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd64, true)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd64, false)
 // Paged hd64 on 128-key tiles (tile_traits.h).
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)

@@ -1073,6 +1073,9 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                     CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
                     CHECK(i.num_splits == splits);
                     CHECK((std::string(i.kernel_name).find("_paged_") != std::string::npos) == paged);
+                    // sm_90 reads contiguous hd64's two KV heads as one pair (d39).
+                    const bool paired = sm == 90 && hd == 64 && !paged;
+                    CHECK((std::string(i.kernel_name).find("_paired_") != std::string::npos) == paired);
                     CHECK((i.workspace_bytes > 0) == (splits > 1));
                     fmha_tensors t = fake_tensors();
                     t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
@@ -1089,9 +1092,10 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                     CHECK(after.launches == before.launches + (splits > 1 ? 2 : 1));
                     if (splits == 1) {
                         const fake_cuda_launch l = launch_as_planned(f, i);
-                        // (split, 16-row tiles x KV heads, batch): 1 row x 4 heads per KV head.
+                        // (split, 16-row tiles x KV heads, batch): 1 row x 4 heads per KV
+                        // head; paired, one 16-row tile holds both heads' 8 rows.
                         CHECK(l.grid[0] == 1u);
-                        CHECK(l.grid[1] == 2u);
+                        CHECK(l.grid[1] == (paired ? 1u : 2u));
                         CHECK(l.grid[2] == 3u);
                         // Programmatic dependent launch on sm_90 only.
                         CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
@@ -1103,6 +1107,108 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                         CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
                     }
                 }
+    }
+}
+
+// Contiguous hd64 reads two KV heads as one 128-column head on sm_90 where
+// their rows lie side by side and the pair's query rows fill at most one
+// 16-row tile (launch_decode.cpp, kernel-notes d39); the launch is then the
+// hd128 kernel's shape over half the KV heads.
+TEST_CASE("fake driver: hd64 decode pairs KV heads only where they are adjacent and fit a tile",
+          "[cpu][fake-driver][run][decode]") {
+    struct Row {
+        int sm;
+        int64_t q_heads, kv_heads, seqlen_q;
+        Layout layout;
+        bool paired;
+    };
+    const Row rows[] = {
+        {90, 32, 8, 1, Layout::BSHD, true},    // group 4: 8 rows per pair
+        {90, 64, 8, 1, Layout::BSHD, true},    // group 8: 16 rows
+        {90, 32, 32, 1, Layout::BSHD, true},   // MHA
+        {90, 32, 8, 2, Layout::BSHD, true},    // 2 positions x 8
+        {90, 32, 8, 4, Layout::BSHD, false},   // 32 rows: two tiles would read K/V twice
+        {90, 128, 8, 1, Layout::BSHD, false},  // group 16
+        {90, 32, 1, 1, Layout::BSHD, false},   // MQA: no pair
+        {90, 24, 3, 1, Layout::BSHD, false},   // odd KV heads
+        {90, 32, 8, 1, Layout::BHSD, false},   // heads not side by side
+        {90, 32, 8, 1, Layout::SLICED, false},
+        {80, 32, 8, 1, Layout::BSHD, false},   // measured on sm_90 only
+    };
+    for (const Row &r : rows) {
+        if (!embeds(r.sm)) continue;
+        Fake &f = fresh_fake(r.sm);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 64, r.layout, r.seqlen_q, 2048);
+        d.batch = 3;
+        d.num_q_heads = r.q_heads;
+        d.num_kv_heads = r.kv_heads;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.q_strides = d.o_strides = make_layout(r.layout, 3, r.seqlen_q, r.q_heads, 64).strides;
+        d.k_strides = d.v_strides = make_layout(r.layout, 3, 2048, r.kv_heads, 64).strides;
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = 1;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm_" << r.sm << " Hq " << r.q_heads << " Hkv " << r.kv_heads << " T " << r.seqlen_q
+                   << " layout " << int(r.layout) << ": " << i.kernel_name);
+        CHECK(std::string(i.kernel_name) ==
+              (r.paired ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_bf16_hd64"));
+        fmha_tensors t = fake_tensors();
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
+                FMHA_STATUS_SUCCESS);
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        CHECK(std::string(l.kernel) == i.kernel_name);
+        const int64_t group = r.q_heads / r.kv_heads;
+        const int64_t heads = r.paired ? r.kv_heads / 2 : r.kv_heads;
+        const int64_t rows_per_head = (r.paired ? 2 : 1) * group * r.seqlen_q;
+        CHECK(l.grid[1] == unsigned(heads * ((rows_per_head + 15) / 16)));
+        CHECK(l.grid[2] == 3u);
+        if (r.paired) {  // the hd128 tile: 4 warps, Q and 3 stages of 64 K/V rows of 128
+            CHECK(l.block[0] == 128);
+            CHECK(i.tile_n == 64);
+        }
+    }
+}
+
+// With an automatic split count a pair keeps the unpaired plan's grid: 2s
+// splits (at most 32) where the unpaired plan splits s ways, unsplit only
+// where half the KV heads still give nearly every one of the 132 SMs a CTA
+// (d39).
+TEST_CASE("fake driver: hd64 pairs keep the unpaired grid under automatic splits",
+          "[cpu][fake-driver][plan][decode]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Row {
+        int64_t batch, q_heads, kv_heads, seqlen_k;
+        bool paired;
+        int splits;
+    };
+    const Row rows[] = {
+        {32, 32, 8, 4096, true, 1},   // 128 paired CTAs
+        {64, 32, 32, 2048, true, 1},  // 1024
+        {16, 64, 8, 4096, false, 1},  // 64 paired CTAs: the unpaired 128 instead
+        {8, 32, 8, 8192, true, 4},    // unpaired: 2 splits of 8 x 8 tiles
+        {1, 32, 8, 32768, true, 32},  // unpaired: 16
+        {2, 16, 2, 16384, false, 32}, // 64 paired splits would be past 32
+    };
+    for (const Row &r : rows) {
+        fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 64, Layout::BSHD, 1, r.seqlen_k);
+        d.batch = r.batch;
+        d.num_q_heads = r.q_heads;
+        d.num_kv_heads = r.kv_heads;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, r.batch, 1, r.q_heads, 64).strides;
+        d.k_strides = d.v_strides = make_layout(Layout::BSHD, r.batch, r.seqlen_k, r.kv_heads, 64).strides;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " S" << r.seqlen_k << ": "
+                 << i.kernel_name << ", " << i.num_splits << " splits");
+        CHECK(std::string(i.kernel_name) ==
+              (r.paired ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_bf16_hd64"));
+        CHECK(i.num_splits == r.splits);
     }
 }
 

@@ -470,7 +470,8 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
         }
     }
     // Both paged hd64 tiles ran (the 448-CTA case above; 114-132 SMs), and
-    // the `_paged16` cases took those entry points at every split count.
+    // the `_paged16` and `_paired` cases took those entry points at every
+    // split count.
     if (current_device_sm() == 90 && !std::getenv("FMHA_TEST_CASE") && !st.aborted) {
         CHECK(st.kernels.count("fmha_decode_paged_bf16_hd64") == 1);
         CHECK(st.kernels.count("fmha_decode_paged_wide_bf16_hd64") == 1);
@@ -480,6 +481,8 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
         };
         CHECK(runs_of("fmha_fwd_sm90_bf16_hd128_wide_paged16") >= 6);
         CHECK(runs_of("fmha_fwd_sm90_fp16_hd256_paged16") >= 6);
+        CHECK(runs_of("fmha_decode_paired_bf16_hd64") >= 6);
+        CHECK(runs_of("fmha_decode_paired_fp16_hd64") >= 6);
     }
     finish("split", st);
 }

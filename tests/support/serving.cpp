@@ -1196,6 +1196,15 @@ std::vector<ServingCase> split_suite() {
                     .mask(kBottomRight).layout(Layout::BHSD));
     v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 16, 4)
                     .q({8, 8}).paged(16, {1500, 1500}).seqused({1500, 901}).mask(kBottomRight));
+    // hd64 KV heads read in pairs (the decode kernel's `_paired` entry points on
+    // sm_90): adjacent heads, 8 query rows per pair, with a window, softcap and sinks
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 64, 32, 8)
+                    .q({1, 1, 1}).k({3000, 3000, 3000}).seqused({3000, 1777, 2})
+                    .mask(kBottomRight).window(1000).softcap(30.0f).sinks());
+    // ... and over packed queries (up to 2 per sequence, 16 rows per pair, one
+    // sequence without queries) and packed keys
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 16, 4)
+                    .varlen_q({2, 1, 0, 2}, 3).packed_k({1500, 300, 40, 900}).mask(kBottomRight));
     return seeded(v, 23000);
 }
 
@@ -1218,6 +1227,9 @@ std::vector<ServingCase> feature_suite() {
 
 std::vector<ServingCase> sanitize_suite() {
     std::vector<ServingCase> v;
+    // hd64 KV heads read in pairs (decode `_paired`, sm_90): MHA, 2 splits
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 4, 4)
+                    .q({1, 1}).k({700, 700}).seqused({700, 41}).mask(kBottomRight).splits(2));
     // head_dim 512, 96 query heads on one KV head (split D, 128-row groups), 2 splits
     v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 96, 1)
                     .q({1, 1}).k({150, 150}).seqused({150, 40}).mask(kBottomRight).splits(2));

@@ -176,3 +176,14 @@ def test_layouts_match_c_compiler(header: Header, tmp_path) -> None:
             assert (descr.offset, descr.size) == (int(a), int(b)), f"{key}: C says offset {a} size {b}"
         else:
             assert (ctypes.sizeof(STRUCTS[key]), ctypes.alignment(STRUCTS[key])) == (int(a), int(b)), key
+
+
+def test_raw_tensors_has_fmha_tensors_layout() -> None:
+    """The run paths fill RawTensors (every pointer void *) and pass its
+    address as fmha_tensors: same size, same field names at the same offsets."""
+    raw, typed = _abi.RawTensors, _abi.FmhaTensors
+    assert ctypes.sizeof(raw) == ctypes.sizeof(typed)
+    assert [f[0] for f in raw._fields_] == [f[0] for f in typed._fields_]
+    for name, _ in typed._fields_:
+        assert getattr(raw, name).offset == getattr(typed, name).offset, name
+        assert getattr(raw, name).size == getattr(typed, name).size, name

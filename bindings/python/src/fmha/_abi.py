@@ -237,6 +237,18 @@ class FmhaTensors(ctypes.Structure):
     ]
 
 
+class RawTensors(ctypes.Structure):
+    """``fmha_tensors`` with every pointer as ``void *``: the same layout as
+    :class:`FmhaTensors`, filled from ints in one constructor call (the
+    run paths use it; no pointer casts per call)."""
+
+    _fields_ = [("version", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)] + [
+        (name, ctypes.c_void_p)
+        for name in ("q", "k", "v", "o", "lse", "sinks", "cu_seqlens_q", "cu_seqlens_k", "seqused_k",
+                     "block_table")
+    ]
+
+
 class FmhaMergeDescriptor(ctypes.Structure):
     """``fmha_merge_descriptor``: a merge of partial results. Fill with
     ``fmha_merge_descriptor_init``."""

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from . import _lib
 from ._abi import (
+    RawTensors,
     FMHA_FLAG_PAGED_KV,
     FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
@@ -37,30 +38,6 @@ from .errors import error_for_status
 from .tensors import nbytes
 
 __all__ = ["CallCache", "Slots", "arg_key"]
-
-
-class _RawTensors(ctypes.Structure):
-    """``fmha_tensors`` with every pointer as ``void *`` (the same layout as
-    ``_abi.FmhaTensors``), so a run fills it from ints in one constructor call."""
-
-    _fields_ = [("version", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)] + [
-        (name, ctypes.c_void_p)
-        for name in ("q", "k", "v", "o", "lse", "sinks", "cu_seqlens_q", "cu_seqlens_k", "seqused_k",
-                     "block_table")
-    ]
-
-
-#: fmha_run(plan, tensors, workspace, workspace_bytes, stream) with untyped pointers.
-_RUN_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                  ctypes.c_size_t, ctypes.c_void_p)
-_run_fn: Optional[Callable[..., int]] = None
-
-
-def _fmha_run() -> Callable[..., int]:
-    global _run_fn
-    if _run_fn is None:
-        _run_fn = _RUN_PROTOTYPE(("fmha_run", _lib.library()))
-    return _run_fn
 
 
 _SCALARS = (int, float, str, bool)
@@ -159,7 +136,7 @@ class _Form:
             for t in allocated:
                 _record_stream(t, stream_ptr)
         flags = self.flags
-        raw = _RawTensors(
+        raw = RawTensors(
             FMHA_TENSORS_VERSION, 0, q.data_ptr(), s.k.data_ptr(), s.v.data_ptr(), out.data_ptr(),
             _address(lse),
             _address(s.sinks) if flags & FMHA_FLAG_SINKS else None,
@@ -168,8 +145,8 @@ class _Form:
             _address(s.seqused_k) if flags & FMHA_FLAG_SEQUSED_K else None,
             _address(s.block_table) if flags & FMHA_FLAG_PAGED_KV else None,
         )
-        status = _fmha_run()(self.handle, ctypes.addressof(raw), ws_ptr, self.workspace_bytes if ws_ptr else 0,
-                             stream_ptr or None)
+        status = _lib.fmha_run_untyped()(self.handle, ctypes.addressof(raw), ws_ptr,
+                                         self.workspace_bytes if ws_ptr else 0, stream_ptr or None)
         if status != 0:
             raise error_for_status(status, _lib.last_error_message(), "fmha_run")
         if self.return_lse:

@@ -215,6 +215,21 @@ def last_error_message(lib: Optional[ctypes.CDLL] = None) -> str:
     return raw.decode("utf-8", errors="replace") if raw else ""
 
 
+#: fmha_run(plan, tensors, workspace, workspace_bytes, stream) with untyped
+#: pointers (ints), for the run paths: RawTensors by address.
+_RUN_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                  ctypes.c_size_t, ctypes.c_void_p)
+_run_untyped: Optional[Callable[..., int]] = None
+
+
+def fmha_run_untyped() -> Callable[..., int]:
+    """``fmha_run`` of the loaded library, taking ints for its pointers."""
+    global _run_untyped
+    if _run_untyped is None:
+        _run_untyped = _RUN_PROTOTYPE(("fmha_run", library()))
+    return _run_untyped
+
+
 def call(name: str, *args: Any) -> int:
     """Call ``name(*args)``; raise the matching :class:`FmhaError` unless it succeeds.
 

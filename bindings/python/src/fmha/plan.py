@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple, TypeVar, Union
 
 from ._abi import (
+    RawTensors,
     FMHA_FLAG_PAGED_KV,
     FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
@@ -26,18 +27,17 @@ from ._abi import (
     FmhaDescriptor,
     FmhaMergeDescriptor,
     FmhaPlanInfo,
-    FmhaTensors,
     KernelFamily,
     fmha_plan_p,
 )
 from . import _lib
 from ._cuda import resolve_stream
 from .problem import copy_descriptor, descriptor_key, make_descriptor, make_merge_descriptor
+from .errors import error_for_status
 from .tensors import data_pointer, nbytes, view
 
 __all__ = ["PlanInfo", "Plan", "MergePlan", "PlanCache", "CacheInfo"]
 
-_INT32_P = ctypes.POINTER(ctypes.c_int32)
 _FLOAT_P = ctypes.POINTER(ctypes.c_float)
 
 # FMHA_FLAG_* bit -> (fmha_tensors field / Plan.run keyword, flag name).
@@ -243,32 +243,30 @@ class Plan(_PlanHandle):
         stream_ptr = resolve_stream(stream, q)
 
         keep = []
-        tensors = FmhaTensors()
-        _lib.call("fmha_tensors_init", ctypes.byref(tensors), FMHA_TENSORS_VERSION)
-        for field, obj in (("q", q), ("k", k), ("v", v), ("o", o)):
+        ptrs = []  # fmha_tensors' pointers in field order (RawTensors: all void *)
+        for field, obj in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
             ptr, alive = data_pointer(obj, field, stream_ptr)
             keep.append(alive)
-            setattr(tensors, field, ptr)
-        lse_ptr, alive = data_pointer(lse, "lse", stream_ptr)
-        keep.append(alive)
-        tensors.lse = ctypes.cast(ctypes.c_void_p(lse_ptr), ctypes.POINTER(ctypes.c_float))
+            ptrs.append(ptr)
         if self.uses_sinks and sinks is None:
             raise ValueError("this plan has attention sinks (FMHA_FLAG_SINKS): pass sinks=")
         sinks_ptr, alive = data_pointer(sinks, "sinks", stream_ptr)
         keep.append(alive)
-        tensors.sinks = ctypes.cast(ctypes.c_void_p(sinks_ptr), _FLOAT_P)
+        ptrs.append(sinks_ptr)
         arrays = {"cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k,
                   "seqused_k": seqused_k, "block_table": block_table}
         flags = self._descriptor.flags
         for flag, field, flag_name in _INDEX_ARRAYS:
             obj = arrays[field]
             if not flags & flag:
-                continue  # not used by this plan: left NULL
+                ptrs.append(0)  # not used by this plan: left NULL
+                continue
             if obj is None:
                 raise ValueError(f"this plan sets {flag_name}: pass {field}=")
             ptr, alive = data_pointer(obj, field, stream_ptr)
             keep.append(alive)
-            setattr(tensors, field, ctypes.cast(ctypes.c_void_p(ptr), _INT32_P))
+            ptrs.append(ptr)
+        tensors = RawTensors(FMHA_TENSORS_VERSION, 0, *(p or None for p in ptrs))
 
         ws_ptr, ws_bytes = 0, 0
         if workspace is not None:
@@ -280,7 +278,10 @@ class Plan(_PlanHandle):
                 keep.append(ws_view.keepalive)
                 ws_ptr = ws_view.ptr
                 ws_bytes = nbytes(ws_view) if workspace_bytes is None else workspace_bytes
-        _lib.call("fmha_run", handle, ctypes.byref(tensors), ws_ptr or None, ws_bytes, stream_ptr or None)
+        status = _lib.fmha_run_untyped()(handle.value, ctypes.addressof(tensors), ws_ptr or None, ws_bytes,
+                                    stream_ptr or None)
+        if status != 0:
+            raise error_for_status(status, _lib.last_error_message(), "fmha_run")
         del keep
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@ them.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
@@ -213,6 +214,11 @@ def data_pointer(obj: Any, name: str = "tensor", stream: Optional[int] = None) -
         if obj < 0:
             raise ValueError(f"{name}: negative address {obj}")
         return obj, None
+    torch = sys.modules.get("torch")
+    if torch is not None and type(obj) is torch.Tensor:  # the common case, without a whole view
+        if not obj.is_cuda:
+            raise ValueError(f"{name} must be on a CUDA device, got device {obj.device}")
+        return int(obj.data_ptr()), None
     v = view(obj, name, stream)
     return v.ptr, v.keepalive
 

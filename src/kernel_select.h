@@ -36,6 +36,17 @@ struct Sm90Schedule {
     TileDivisors tile_div{};
 };
 
+// The decode kernel's grid as the plan fixed it (fmha_run reads it as is):
+// with paired hd64 heads (launch_decode.cpp, d39) half the KV heads, twice
+// the group and twice the K/V head strides.
+struct DecodeSchedule {
+    bool paired = false;
+    int32_t q_heads_per_kv = 0;  // query heads per KV head the kernel sees
+    int32_t m_tiles = 0;         // 16-row tiles per (sequence, KV head)
+    int64_t kv_heads = 0;        // KV heads the kernel sees
+    int64_t k_head_stride = 0, v_head_stride = 0;  // elements
+};
+
 struct KernelChoice {
     fmha_kernel_family family = FMHA_KERNEL_AUTO;
     const char *image_family = nullptr;  // family name in the image table
@@ -44,7 +55,7 @@ struct KernelChoice {
     int smem_bytes = 0;
     uint64_t workspace_bytes = 0;
     int num_splits = 1;                          // split-KV parts (decode kernel)
-    bool decode_paired = false;                  // decode kernel reads hd64 KV heads in pairs
+    DecodeSchedule decode;                       // decode kernel only
     const char *combine_kernel_name = nullptr;   // second entry point (split-KV combine), if any
     Sm90Schedule sm90;                           // Hopper kernel only
     LaunchFn launch = nullptr;

@@ -195,23 +195,22 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
     const Problem &p = plan.problem;
     const KernelChoice &c = plan.choice;
     if (p.q_rows() == 0) return FMHA_STATUS_SUCCESS;  // packed Q with no rows: nothing to do
-    // Paired: K/V heads, the group and the M tiles as the kernel sees them.
-    const Problem streamed = c.decode_paired ? paired_view(p) : p;
+    const DecodeSchedule &ds = c.decode;  // the grid the kernel sees (paired or not)
     DecodeParams dp{};
     dp.fwd = make_fwd_params(p, t, kDecodeRows);
-    dp.fwd.k_stride.head = streamed.k.head;
-    dp.fwd.v_stride.head = streamed.v.head;
+    dp.fwd.k_stride.head = ds.k_head_stride;
+    dp.fwd.v_stride.head = ds.v_head_stride;
     dp.q_rows = p.q_rows();
     dp.num_splits = c.num_splits;
-    dp.q_heads_per_kv = static_cast<int32_t>(group_size(streamed));
-    dp.num_m_tiles = static_cast<int32_t>(m_tiles(streamed));
+    dp.q_heads_per_kv = ds.q_heads_per_kv;
+    dp.num_m_tiles = ds.m_tiles;
     const SplitPartials parts = split_partials(p, c.num_splits, workspace);
     dp.partial_o = parts.o;
     dp.partial_lse = parts.lse;
     // Launched dependent: it may be scheduled while the previous kernel in
     // the stream drains (it waits for that kernel before touching memory).
     FMHA_TRY(launch_dependent(*plan.drv, plan.device_sm, plan.function, c.num_splits,
-                              static_cast<unsigned>(dp.num_m_tiles * streamed.num_kv_heads),
+                              static_cast<unsigned>(ds.m_tiles * ds.kv_heads),
                               static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream,
                               &dp, c.kernel_name));
     if (c.num_splits <= 1) return FMHA_STATUS_SUCCESS;
@@ -265,11 +264,17 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.image_family = "decode";
     const DecodeKv kv = cache_kind(p, dev);
     int splits = 1;
-    c.decode_paired = pair_and_split(p, dev, kv, &splits);
+    const bool paired = pair_and_split(p, dev, kv, &splits);
     // What the kernel streams (paired: hd128 tiles over half the KV heads).
-    const Problem streamed = c.decode_paired ? paired_view(p) : p;
+    const Problem streamed = paired ? paired_view(p) : p;
+    c.decode.paired = paired;
+    c.decode.q_heads_per_kv = static_cast<int32_t>(group_size(streamed));
+    c.decode.m_tiles = static_cast<int32_t>(m_tiles(streamed));
+    c.decode.kv_heads = streamed.num_kv_heads;
+    c.decode.k_head_stride = streamed.k.head;
+    c.decode.v_head_stride = streamed.v.head;
     const int sd = static_cast<int>(streamed.head_dim);
-    c.kernel_name = !c.decode_paired ? kernel_name(p.dtype, p.head_dim, kv)
+    c.kernel_name = !paired ? kernel_name(p.dtype, p.head_dim, kv)
                     : p.dtype == FMHA_DTYPE_BF16 ? "fmha_decode_paired_bf16_hd64"
                                                  : "fmha_decode_paired_fp16_hd64";
     c.tile_m = kDecodeRows;

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
-from collections import OrderedDict
 from enum import Enum
 from typing import Any, Callable, Optional, Tuple
 
@@ -34,6 +32,7 @@ from ._abi import (
     FMHA_TENSORS_VERSION,
 )
 from ._cuda import stream_handle
+from ._lru import BoundedLru
 from .errors import error_for_status
 from .tensors import nbytes
 
@@ -158,15 +157,13 @@ class CallCache:
     """Thread-safe LRU of remembered call forms (see the module docstring)."""
 
     def __init__(self, maxsize: int) -> None:
-        self._maxsize = max(0, int(maxsize))
-        self._forms: "OrderedDict[Any, _Form]" = OrderedDict()
-        self._lock = threading.Lock()
+        self._forms = BoundedLru(maxsize)
 
     def key(self, name: str, args: Tuple[Any, ...]) -> Any:
         """The key of a call of entry point ``name`` with ``args`` (every
         argument that shapes the call: tensors and options), or None when it
         cannot have one (the call then takes the checked path)."""
-        if self._maxsize == 0:
+        if self._forms.maxsize == 0:
             return None
         torch = sys.modules.get("torch")
         if torch is None:
@@ -189,34 +186,20 @@ class CallCache:
         return key
 
     def get(self, key: Any) -> Optional[_Form]:
-        with self._lock:
-            form = self._forms.get(key)
-            if form is not None:
-                self._forms.move_to_end(key)
-            return form
+        return self._forms.get(key)
 
     def remember(self, key: Any, plan: Any, device: Any, out_shape: Tuple[int, ...], lse_shape: Tuple[int, ...],
                  allocate_lse: bool, workspace_view: Any, return_lse: bool) -> None:
         """Store the form of a call that just ran on the checked path
         (``device``: q's torch.device)."""
-        form = _Form(plan, device, tuple(out_shape), tuple(lse_shape), allocate_lse, workspace_view, return_lse)
-        with self._lock:
-            if self._maxsize == 0:
-                return
-            self._forms[key] = form
-            while len(self._forms) > self._maxsize:
-                self._forms.popitem(last=False)
+        self._forms.put(key, _Form(plan, device, tuple(out_shape), tuple(lse_shape), allocate_lse,
+                                   workspace_view, return_lse))
 
     def clear(self) -> None:
-        with self._lock:
-            self._forms.clear()
+        self._forms.clear()
 
     def resize(self, maxsize: int) -> None:
-        with self._lock:
-            self._maxsize = max(0, int(maxsize))
-            while len(self._forms) > self._maxsize:
-                self._forms.popitem(last=False)
+        self._forms.resize(maxsize)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._forms)
+        return len(self._forms)

@@ -9,8 +9,6 @@ so that repeated calls do not re-plan.
 from __future__ import annotations
 
 import ctypes
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -33,6 +31,7 @@ from ._abi import (
 from . import _lib
 from ._cuda import resolve_stream
 from .problem import copy_descriptor, descriptor_key, make_descriptor, make_merge_descriptor
+from ._lru import BoundedLru
 from .errors import error_for_status
 from .tensors import data_pointer, nbytes, view
 
@@ -409,58 +408,43 @@ class PlanCache:
     """
 
     def __init__(self, maxsize: int = 128) -> None:
-        self._maxsize = max(0, int(maxsize))
-        self._plans: "OrderedDict[Tuple[Any, ...], Plan]" = OrderedDict()
-        self._lock = threading.Lock()
+        self._plans = BoundedLru(maxsize)
         self._hits = 0
         self._misses = 0
 
     def get(self, descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor]) -> Any:
         """The cached plan for ``descriptor``, creating it on a miss."""
         key = descriptor_key(descriptor)
-        with self._lock:
-            plan = self._plans.get(key)
+        with self._plans.lock:
+            plan = self._plans.get_locked(key)
             if plan is not None:
-                self._plans.move_to_end(key)
                 self._hits += 1
                 return plan
             self._misses += 1
         # Create outside the lock: planning may load a module (slow-ish).
         plan = MergePlan(descriptor) if isinstance(descriptor, FmhaMergeDescriptor) else Plan(descriptor)
-        with self._lock:
-            existing = self._plans.get(key)
-            if existing is not None:  # another thread won the race
-                self._plans.move_to_end(key)
-                return existing
-            if self._maxsize > 0:
-                self._plans[key] = plan
-                while len(self._plans) > self._maxsize:
-                    self._plans.popitem(last=False)
-        return plan
+        return self._plans.put(key, plan)  # another thread's plan if it won the race
 
     def count_hit(self) -> None:
         """Count a hit served without a lookup (a remembered call form holds the plan)."""
-        with self._lock:
+        with self._plans.lock:
             self._hits += 1
 
     def clear(self) -> None:
         """Drop every cached plan and reset the statistics."""
-        with self._lock:
-            self._plans.clear()
+        with self._plans.lock:
             self._hits = 0
             self._misses = 0
+        self._plans.clear()
 
     def resize(self, maxsize: int) -> None:
         """Change the capacity (0 disables caching), evicting the oldest."""
-        with self._lock:
-            self._maxsize = max(0, int(maxsize))
-            while len(self._plans) > self._maxsize:
-                self._plans.popitem(last=False)
+        self._plans.resize(maxsize)
 
     def info(self) -> CacheInfo:
-        with self._lock:
-            return CacheInfo(self._hits, self._misses, len(self._plans), self._maxsize)
+        with self._plans.lock:
+            hits, misses = self._hits, self._misses
+        return CacheInfo(hits, misses, len(self._plans), self._plans.maxsize)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._plans)
+        return len(self._plans)

@@ -530,44 +530,28 @@ def fmha_dense(*args: Any, **kwargs: Any) -> Any:
     return fmha.attention(*a, **kw)
 
 
-def _plan_caches() -> List[Any]:
-    caches: List[Any] = []
-    plan_cache_type = getattr(fmha, "PlanCache", None)
-    if plan_cache_type is None:
-        return caches
-    for name, mod in list(sys.modules.items()):
-        if mod is None or not (name == "fmha" or name.startswith("fmha.")):
-            continue
-        for val in list(vars(mod).values()):
-            if isinstance(val, plan_cache_type) and not any(val is c for c in caches):
-                caches.append(val)
-    return caches
-
-
 def call_and_get_kernel(fn: Callable[[], Any]) -> Tuple[Any, str]:
-    """Calls fn once and names the kernel of the plan it used, found as the most
-    recently used entry of the binding's plan cache(s); '?' when that does not work."""
+    """Calls fn once and names the kernel of the plan it used (fmha.last_plan()),
+    with '(+N plan)' when the call used more than one plan (counted by the plan
+    cache's statistics); '?' when it used none or the binding cannot say."""
     try:
-        caches = _plan_caches()
-        before = [c.info() for c in caches]
+        before = fmha.plan_cache_info()
     except Exception:
-        caches, before = [], []
+        before = None
     out = fn()
     try:
-        for c, b in zip(caches, before):
-            a = c.info()
-            used = (a.hits + a.misses) - (b.hits + b.misses)
-            if used >= 1 and a.size:
-                with c._lock:  # private: the binding keeps an OrderedDict in LRU order
-                    plan = next(reversed(c._plans.values()))
-                info = plan.info
-                label = info.kernel_name or "?"
-                splits = getattr(info, "num_splits", None)
-                if splits is not None:
-                    label += f" splits={splits}"
-                if used > 1:
-                    label += f" (+{used - 1} plan)"
-                return out, label
+        after = fmha.plan_cache_info()
+        used = (after.hits + after.misses) - (before.hits + before.misses)
+        plan = fmha.last_plan()
+        if used >= 1 and plan is not None:
+            info = plan.info
+            label = info.kernel_name or "?"
+            splits = getattr(info, "num_splits", None)
+            if splits is not None:
+                label += f" splits={splits}"
+            if used > 1:
+                label += f" (+{used - 1} plan)"
+            return out, label
     except Exception:
         pass
     return out, "?"

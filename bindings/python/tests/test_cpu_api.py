@@ -483,3 +483,28 @@ def test_plan_cache_lru(monkeypatch) -> None:
     assert cache.get(d1) is not cache.get(d1)  # caching disabled
     cache.clear()
     assert cache.info() == fmha.CacheInfo(0, 0, 0, 0)
+
+
+def test_plan_cache_last_used(monkeypatch) -> None:
+    """last_used() follows lookups, creations, remembered-form hits and
+    uncached plans; clear() forgets it (fmha.last_plan() reads it)."""
+    import fmha.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "Plan", _FakePlan)
+    cache = PlanCache(maxsize=4)
+    assert cache.last_used() is None
+    p1 = cache.get(fmha.make_descriptor(**PROBLEM))
+    assert cache.last_used() is p1
+    p2 = cache.get(fmha.make_descriptor(**PROBLEM, mask="top_left"))
+    assert cache.last_used() is p2
+    assert cache.get(fmha.make_descriptor(**PROBLEM)) is p1 and cache.last_used() is p1
+    cache.count_hit(p2)  # a remembered call form holding p2
+    assert cache.last_used() is p2 and cache.info().hits == 2
+    uncached = object()
+    cache.note_used(uncached)
+    assert cache.last_used() is uncached
+    cache.resize(0)
+    p3 = cache.get(fmha.make_descriptor(**PROBLEM, device=1))  # not kept, still the last served
+    assert cache.last_used() is p3
+    cache.clear()
+    assert cache.last_used() is None

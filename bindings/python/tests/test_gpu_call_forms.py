@@ -159,6 +159,29 @@ def test_explicit_stream_on_a_remembered_form() -> None:
     assert torch.equal(out, expected)
 
 
+def test_last_plan_names_the_kernel_of_checked_and_remembered_calls() -> None:
+    """fmha.last_plan() is the plan the latest call ran: on the checked path,
+    on a remembered form, and after a call of another form; None once cleared."""
+    fmha.clear_plan_cache()
+    assert fmha.last_plan() is None
+    lens = i32([700, 3])
+    q1, k1, v1 = randn(2, 1, 8, 128, seed=20), randn(2, 700, 2, 128, seed=21), randn(2, 700, 2, 128, seed=22)
+    q2, k2, v2 = randn(1, 64, 4, 64, seed=23), randn(1, 64, 4, 64, seed=24), randn(1, 64, 4, 64, seed=25)
+    fmha.attention_with_kvcache(q1, k1, v1, lens)
+    decode_plan = fmha.last_plan()
+    assert decode_plan is not None and "decode" in decode_plan.info.kernel_name
+    fmha.attention(q2, k2, v2)
+    dense_plan = fmha.last_plan()
+    assert dense_plan is not decode_plan and dense_plan.descriptor.head_dim == 64
+    hits = fmha.plan_cache_info().hits
+    fmha.attention_with_kvcache(q1, k1, v1, lens)  # the remembered form
+    assert fmha.plan_cache_info().hits == hits + 1
+    assert fmha.last_plan() is decode_plan
+    torch.cuda.synchronize()
+    fmha.clear_plan_cache()
+    assert fmha.last_plan() is None
+
+
 def test_cache_size_zero_remembers_nothing() -> None:
     fmha.clear_plan_cache()
     q, k, v = randn(1, 32, 2, 64, seed=10), randn(1, 32, 2, 64, seed=11), randn(1, 32, 2, 64, seed=12)

@@ -47,7 +47,7 @@ from ._abi import (
     Status,
 )
 from ._lib import library, library_path
-from .api import attention, clear_plan_cache, describe, plan_cache_info, set_plan_cache_size
+from .api import attention, clear_plan_cache, describe, last_plan, plan_cache_info, set_plan_cache_size
 from .errors import (
     ContextMismatchError,
     DriverError,
@@ -97,6 +97,7 @@ __all__ = [
     "describe_with_kvcache",
     "check_block_table",
     "plan_cache_info",
+    "last_plan",
     "clear_plan_cache",
     "set_plan_cache_size",
     "CacheInfo",

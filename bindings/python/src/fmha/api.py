@@ -22,6 +22,7 @@ from .tensors import TensorView, view
 __all__ = [
     "attention",
     "describe",
+    "last_plan",
     "plan_cache_info",
     "clear_plan_cache",
     "set_plan_cache_size",
@@ -330,7 +331,11 @@ def _plan_and_workspace(call: _Call, workspace: Any, allocated: Sequence[Any]) -
     caller's, or allocated here). Call it under ``device_guard``."""
     # A plan binds to the current context. Without a known device the
     # descriptor does not identify that context, so such plans are not cached.
-    plan: Plan = _PLAN_CACHE.get(call.descriptor) if call.device is not None else Plan(call.descriptor)
+    if call.device is not None:
+        plan: Plan = _PLAN_CACHE.get(call.descriptor)
+    else:
+        plan = Plan(call.descriptor)
+        _PLAN_CACHE.note_used(plan)
     size = plan.workspace_size
     if size == 0:
         workspace = None
@@ -356,7 +361,7 @@ def _run_remembered(key: Any, slots: Slots, stream: Any) -> Tuple[bool, Any]:
     form = _CALLS.get(key) if key is not None else None
     if form is None:
         return False, None
-    _PLAN_CACHE.count_hit()
+    _PLAN_CACHE.count_hit(form.plan)
     return True, form.run(slots, stream)
 
 
@@ -463,6 +468,15 @@ def attention(
 def plan_cache_info() -> CacheInfo:
     """Hits, misses and size of :func:`attention`'s plan cache."""
     return _PLAN_CACHE.info()
+
+
+def last_plan() -> Optional[Any]:
+    """The plan of the most recent call, from any thread, of :func:`attention`,
+    the serving functions or :func:`merge`: a :class:`Plan` (or
+    :class:`MergePlan`) whose ``info`` names the kernel, its split count and
+    workspace, e.g. to log which kernel a server's shapes run. None before
+    the first call and after :func:`clear_plan_cache`."""
+    return _PLAN_CACHE.last_used()
 
 
 def clear_plan_cache() -> None:

@@ -411,6 +411,7 @@ class PlanCache:
         self._plans = BoundedLru(maxsize)
         self._hits = 0
         self._misses = 0
+        self._last: Any = None  # the plan most recently served, any thread
 
     def get(self, descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor]) -> Any:
         """The cached plan for ``descriptor``, creating it on a miss."""
@@ -419,22 +420,42 @@ class PlanCache:
             plan = self._plans.get_locked(key)
             if plan is not None:
                 self._hits += 1
+                self._last = plan
                 return plan
             self._misses += 1
         # Create outside the lock: planning may load a module (slow-ish).
-        plan = MergePlan(descriptor) if isinstance(descriptor, FmhaMergeDescriptor) else Plan(descriptor)
-        return self._plans.put(key, plan)  # another thread's plan if it won the race
+        created = MergePlan(descriptor) if isinstance(descriptor, FmhaMergeDescriptor) else Plan(descriptor)
+        with self._plans.lock:
+            plan = self._plans.put_locked(key, created)  # another thread's plan if it won the race
+            self._last = plan
+        return plan
 
-    def count_hit(self) -> None:
-        """Count a hit served without a lookup (a remembered call form holds the plan)."""
+    def count_hit(self, plan: Any) -> None:
+        """Count a hit served without a lookup: a remembered call form holds
+        ``plan``. (Its place in the LRU order is left as it was: finding it
+        would hash the whole descriptor on every call.)"""
         with self._plans.lock:
             self._hits += 1
+            self._last = plan
+
+    def note_used(self, plan: Any) -> None:
+        """Record an uncached ``plan`` (no device known) as the last served."""
+        with self._plans.lock:
+            self._last = plan
+
+    def last_used(self) -> Any:
+        """The plan most recently served (looked up, created, or held by a
+        remembered call form), from any thread; None before the first or
+        after :meth:`clear`."""
+        with self._plans.lock:
+            return self._last
 
     def clear(self) -> None:
         """Drop every cached plan and reset the statistics."""
         with self._plans.lock:
             self._hits = 0
             self._misses = 0
+            self._last = None
         self._plans.clear()
 
     def resize(self, maxsize: int) -> None:

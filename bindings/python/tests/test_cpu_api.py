@@ -500,9 +500,9 @@ def test_plan_cache_last_used(monkeypatch) -> None:
     assert cache.get(fmha.make_descriptor(**PROBLEM)) is p1 and cache.last_used() is p1
     cache.count_hit(p2)  # a remembered call form holding p2
     assert cache.last_used() is p2 and cache.info().hits == 2
-    uncached = object()
-    cache.note_used(uncached)
-    assert cache.last_used() is uncached
+    uncached = cache.get(fmha.make_descriptor(**PROBLEM), cache=False)
+    assert uncached is not p1 and cache.last_used() is uncached
+    assert cache.info().hits == 2 and cache.info().size == 2  # neither counted nor kept
     cache.resize(0)
     p3 = cache.get(fmha.make_descriptor(**PROBLEM, device=1))  # not kept, still the last served
     assert cache.last_used() is p3

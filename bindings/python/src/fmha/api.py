@@ -331,11 +331,7 @@ def _plan_and_workspace(call: _Call, workspace: Any, allocated: Sequence[Any]) -
     caller's, or allocated here). Call it under ``device_guard``."""
     # A plan binds to the current context. Without a known device the
     # descriptor does not identify that context, so such plans are not cached.
-    if call.device is not None:
-        plan: Plan = _PLAN_CACHE.get(call.descriptor)
-    else:
-        plan = Plan(call.descriptor)
-        _PLAN_CACHE.note_used(plan)
+    plan: Plan = _PLAN_CACHE.get(call.descriptor, cache=call.device is not None)
     size = plan.workspace_size
     if size == 0:
         workspace = None

@@ -413,8 +413,15 @@ class PlanCache:
         self._misses = 0
         self._last: Any = None  # the plan most recently served, any thread
 
-    def get(self, descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor]) -> Any:
-        """The cached plan for ``descriptor``, creating it on a miss."""
+    def get(self, descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor], cache: bool = True) -> Any:
+        """The cached plan for ``descriptor``, creating it on a miss. With
+        ``cache=False`` (a descriptor that does not identify the CUDA context:
+        no device known) a new plan every time, neither kept nor counted."""
+        if not cache:
+            plan = self._create(descriptor)
+            with self._plans.lock:
+                self._last = plan
+            return plan
         key = descriptor_key(descriptor)
         with self._plans.lock:
             plan = self._plans.get_locked(key)
@@ -424,11 +431,15 @@ class PlanCache:
                 return plan
             self._misses += 1
         # Create outside the lock: planning may load a module (slow-ish).
-        created = MergePlan(descriptor) if isinstance(descriptor, FmhaMergeDescriptor) else Plan(descriptor)
+        created = self._create(descriptor)
         with self._plans.lock:
             plan = self._plans.put_locked(key, created)  # another thread's plan if it won the race
             self._last = plan
         return plan
+
+    @staticmethod
+    def _create(descriptor: Union[FmhaDescriptor, FmhaMergeDescriptor]) -> Any:
+        return MergePlan(descriptor) if isinstance(descriptor, FmhaMergeDescriptor) else Plan(descriptor)
 
     def count_hit(self, plan: Any) -> None:
         """Count a hit served without a lookup: a remembered call form holds
@@ -438,15 +449,10 @@ class PlanCache:
             self._hits += 1
             self._last = plan
 
-    def note_used(self, plan: Any) -> None:
-        """Record an uncached ``plan`` (no device known) as the last served."""
-        with self._plans.lock:
-            self._last = plan
-
     def last_used(self) -> Any:
-        """The plan most recently served (looked up, created, or held by a
-        remembered call form), from any thread; None before the first or
-        after :meth:`clear`."""
+        """The plan most recently served (looked up, created, uncached, or
+        held by a remembered call form), from any thread; None before the
+        first or after :meth:`clear`."""
         with self._plans.lock:
             return self._last
 

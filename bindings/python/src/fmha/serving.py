@@ -649,11 +649,7 @@ def merge(
     if batch * seqlen * heads == 0:
         return (out, lse) if return_lse else out
     with device_guard(first, device):
-        if device is not None:
-            plan: MergePlan = _PLAN_CACHE.get(descriptor)
-        else:
-            plan = MergePlan(descriptor)
-            _PLAN_CACHE.note_used(plan)
+        plan: MergePlan = _PLAN_CACHE.get(descriptor, cache=device is not None)
         for t in allocated:
             _record_stream(t, stream_ptr)
         plan.run([v.ptr for v in ovs], [v.ptr for v in lvs], out_ptr, lse=lse_ptr, stream=stream_ptr)

@@ -1,5 +1,6 @@
 // fmha_check_block_table: the paged-KV block table's contract, checked on a
-// host copy. Pure host code: it needs no driver.
+// host copy. Pure host code: it needs no driver and reads no environment
+// (read_descriptor leaves FMHA_FORCE_KERNEL to plans and support queries).
 #include "errors.h"
 #include "problem.h"
 #include "validate.h"

@@ -21,14 +21,15 @@ fmha_status describe_device(const Driver &drv, CUdevice dev, DeviceContext *out)
     return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status get_device(const Driver &drv, int ordinal, CUdevice *dev) {
+// `owner` names the struct whose device field gave `ordinal` ("descriptor",
+// "merge_descriptor").
+fmha_status get_device(const Driver &drv, int ordinal, const char *owner, CUdevice *dev) {
     int count = 0;
     FMHA_CU(drv, device_get_count(&count));
     if (count == 0) return fail(FMHA_STATUS_NO_DEVICE, "the CUDA driver reports no device");
     if (ordinal >= count)
-        return fail(FMHA_STATUS_NO_DEVICE,
-                    "descriptor.device is %d: only %d CUDA device(s) are present", ordinal,
-                    count);
+        return fail(FMHA_STATUS_NO_DEVICE, "%s.device is %d: only %d CUDA device(s) are present",
+                    owner, ordinal, count);
     FMHA_CU(drv, device_get(dev, ordinal));
     return FMHA_STATUS_SUCCESS;
 }
@@ -57,7 +58,8 @@ std::map<ModuleKey, CUmodule> g_modules;  // kept until process exit: functions 
 
 }  // namespace
 
-fmha_status acquire_context(const Driver &drv, int ordinal, DeviceContext *out) {
+fmha_status acquire_context(const Driver &drv, int ordinal, const char *owner,
+                            DeviceContext *out) {
     DeviceContext dc;
     FMHA_CU(drv, ctx_get_current(&dc.ctx));
     if (dc.ctx != nullptr) {
@@ -67,7 +69,7 @@ fmha_status acquire_context(const Driver &drv, int ordinal, DeviceContext *out) 
         dc.ordinal = ordinal_of(drv, dev);
     } else {
         CUdevice dev;
-        FMHA_TRY(get_device(drv, ordinal, &dev));
+        FMHA_TRY(get_device(drv, ordinal, owner, &dev));
         FMHA_TRY(describe_device(drv, dev, &dc));
         FMHA_CU(drv, primary_ctx_retain(&dc.ctx, dev));
         dc.ordinal = ordinal;
@@ -81,18 +83,18 @@ void release_context(const Driver &drv, const DeviceContext &dc) {
     if (dc.retained_primary) drv.primary_ctx_release(dc.device);
 }
 
-fmha_status query_device_sm(const Driver &drv, int ordinal, int *sm) {
+fmha_status query_device(const Driver &drv, int ordinal, DeviceContext *out) {
     CUdevice dev;
     CUcontext ctx = nullptr;
     FMHA_CU(drv, ctx_get_current(&ctx));
-    if (ctx != nullptr && ordinal < 0) {
+    if (ctx != nullptr) {
         FMHA_CU(drv, ctx_get_device(&dev));
     } else {
-        FMHA_TRY(get_device(drv, ordinal < 0 ? 0 : ordinal, &dev));
+        FMHA_TRY(get_device(drv, ordinal, "descriptor", &dev));
     }
     DeviceContext dc;
     FMHA_TRY(describe_device(drv, dev, &dc));
-    *sm = dc.sm;
+    *out = dc;
     return FMHA_STATUS_SUCCESS;
 }
 
@@ -141,6 +143,10 @@ ScopedContext::ScopedContext(const Driver &drv, CUcontext ctx) : drv_(drv) {
     res = drv.ctx_push_current(ctx);
     if (res != CUDA_SUCCESS) {
         status_ = driver_fail(drv, res, "cuCtxPushCurrent");
+        if (is_context_error(res))  // e.g. the plan's context was destroyed
+            status_ = fail(FMHA_STATUS_CONTEXT_MISMATCH,
+                           "making the plan's context current: %s (is it still alive?)",
+                           fmha_last_error_message());
         return;
     }
     pushed_ = true;

@@ -17,14 +17,18 @@ struct DeviceContext {
     bool retained_primary = false;
 };
 
-// The calling thread's current context if there is one, else the primary
-// context of `ordinal` (retained: release with release_context).
-fmha_status acquire_context(const Driver &drv, int ordinal, DeviceContext *out);
+// The calling thread's current context if there is one (not retained: its
+// owner keeps it alive), else the primary context of `ordinal` (retained:
+// release with release_context). `owner` names the struct whose device field
+// gave `ordinal` in errors ("descriptor", "merge_descriptor").
+fmha_status acquire_context(const Driver &drv, int ordinal, const char *owner,
+                            DeviceContext *out);
 void release_context(const Driver &drv, const DeviceContext &dc);
 
-// Compute capability of `ordinal` or, with ordinal < 0, of the current
-// context's device. Has no side effect beyond cuInit.
-fmha_status query_device_sm(const Driver &drv, int ordinal, int *sm);
+// What acquire_context would describe (the current context's device, else
+// descriptor.device `ordinal`: sm, SM count, opt-in shared memory per block),
+// leaving out the context: no side effect beyond cuInit.
+fmha_status query_device(const Driver &drv, int ordinal, DeviceContext *out);
 
 // Loads `image` into `ctx` once (cached per context id, thread-safe) and
 // returns `kernel_name` from it.

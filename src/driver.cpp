@@ -86,9 +86,7 @@ void load(LoadResult &r) {
               fetch(get, "cuModuleLoadDataEx", &d.module_load_data_ex, r) &&
               fetch(get, "cuModuleGetFunction", &d.module_get_function, r) &&
               fetch(get, "cuFuncSetAttribute", &d.func_set_attribute, r) &&
-              fetch(get, "cuFuncGetAttribute", &d.func_get_attribute, r) &&
               fetch(get, "cuLaunchKernel", &d.launch_kernel, r) &&
-              fetch(get, "cuMemsetD32Async", &d.memset_d32_async, r) &&
               fetch(get, "cuTensorMapEncodeTiled", &d.tensor_map_encode_tiled, r);
     if (!ok) return;  // the library handle stays open: harmless, and it may be in use
     fetch_optional(get, "cuLaunchKernelEx", &d.launch_kernel_ex);
@@ -112,6 +110,11 @@ fmha_status load_driver(const Driver **out) {
     if (result.status != FMHA_STATUS_SUCCESS) return fail(result.status, "%s", result.message);
     *out = &result.driver;
     return FMHA_STATUS_SUCCESS;
+}
+
+bool is_context_error(CUresult result) {
+    return result == CUDA_ERROR_INVALID_HANDLE || result == CUDA_ERROR_INVALID_CONTEXT ||
+           result == CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
 fmha_status driver_fail(const Driver &drv, CUresult result, const char *what) {

@@ -29,13 +29,11 @@ struct Driver {
                                     void **);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
     CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int);
-    CUresult (*func_get_attribute)(int *, CUfunction_attribute, CUfunction);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
     // Optional (null if absent): launches with attributes, for programmatic
     // dependent launch of a second kernel.
     CUresult (*launch_kernel_ex)(const CUlaunchConfig *, CUfunction, void **, void **) = nullptr;
-    CUresult (*memset_d32_async)(CUdeviceptr, unsigned int, size_t, CUstream);
     CUresult (*tensor_map_encode_tiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                                         const cuuint64_t *, const cuuint64_t *,
                                         const cuuint32_t *, const cuuint32_t *,
@@ -50,6 +48,13 @@ fmha_status load_driver(const Driver **out);
 
 // Turns a failed driver call into DRIVER_ERROR with "what: NAME (message)".
 fmha_status driver_fail(const Driver &drv, CUresult result, const char *what);
+
+// True for the results of a call made with the wrong context or one that no
+// longer exists: CUDA_ERROR_INVALID_HANDLE (an object of another context),
+// CUDA_ERROR_INVALID_CONTEXT and CUDA_ERROR_CONTEXT_IS_DESTROYED (what driver
+// 580 returns for a launch in a destroyed context). fmha_run reports them as
+// CONTEXT_MISMATCH.
+bool is_context_error(CUresult result);
 
 }  // namespace fmha
 

@@ -59,17 +59,17 @@ FwdParams make_fwd_params(const Problem &p, const fmha_tensors &t, int block_m) 
     return f;
 }
 
-// A failed launch: a stream of another context is the caller's mistake,
-// anything else the driver's.
+// A failed launch: a stream of another context, or a plan whose context was
+// destroyed, is the caller's mistake; anything else the driver's. Every
+// launch (fmha_run's kernels, split-KV combines, merges) comes through here.
 static fmha_status launch_result(const Driver &drv, CUresult res, const char *call,
                                  const char *kernel_name) {
     if (res == CUDA_SUCCESS) return FMHA_STATUS_SUCCESS;
     driver_fail(drv, res, call);
-    return fail(res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT
-                    ? FMHA_STATUS_CONTEXT_MISMATCH
-                    : FMHA_STATUS_DRIVER_ERROR,
-                "launching %s: %s (is the stream from the plan's context?)", kernel_name,
-                fmha_last_error_message());
+    return fail(is_context_error(res) ? FMHA_STATUS_CONTEXT_MISMATCH : FMHA_STATUS_DRIVER_ERROR,
+                "launching %s: %s (is the stream from the plan's context, and is that context "
+                "still alive?)",
+                kernel_name, fmha_last_error_message());
 }
 
 fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,

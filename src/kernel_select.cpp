@@ -7,6 +7,35 @@ namespace fmha {
 
 bool is_supported_head_dim(int64_t d) { return d == 64 || d == 96 || d == 128 || d == 256 || d == 512; }
 
+// Opt-in shared memory per block (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+// by architecture, from the CUDA programming guide: 163 KB on sm_80/87, 227 KB
+// on sm_90 and sm_100/103, 99 KB on sm_86/89 and sm_120/121. sm_110 and
+// architectures not listed get the smallest, so that a support query never
+// promises a kernel that the device cannot launch.
+constexpr int kSmallestOptinSmem = 101376;  // 99 KB
+
+DeviceLimits support_query_limits(int sm) {
+    DeviceLimits dev;
+    dev.sm = sm;
+    switch (sm) {
+    case 80: case 87: dev.max_smem = 166912; break;
+    case 90: case 100: case 103: dev.max_smem = 232448; break;
+    default: dev.max_smem = kSmallestOptinSmem; break;  // 86, 89, 110, 120, 121, unknown
+    }
+    return dev;
+}
+
+// A kernel launches only with its dynamic shared memory within the device's
+// opt-in maximum per block.
+static fmha_status check_shared_memory(const Problem &p, const KernelChoice &c,
+                                       const DeviceLimits &dev) {
+    if (c.smem_bytes <= dev.max_smem) return FMHA_STATUS_SUCCESS;
+    return fail(FMHA_STATUS_NOT_SUPPORTED,
+                "descriptor.head_dim is %lld: kernel %s needs %d bytes of shared memory per "
+                "block; sm_%d offers at most %d",
+                (long long)p.head_dim, c.kernel_name, c.smem_bytes, dev.sm, dev.max_smem);
+}
+
 static fmha_status need_image(const char *family, int sm) {
     if (find_image(family, sm) == nullptr)
         return fail(FMHA_STATUS_NO_KERNEL_IMAGE,
@@ -24,6 +53,7 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
     bool hopper_runs_it = false;
     if (p.kernel == FMHA_KERNEL_AUTO && hopper_device && find_image("sm90", sm) != nullptr) {
         fmha_status st = sm90_configure(p, dev, &hopper);
+        if (st == FMHA_STATUS_SUCCESS) st = check_shared_memory(p, hopper, dev);
         if (st == FMHA_STATUS_SUCCESS && hopper.num_splits > 1) st = need_image("combine", sm);
         hopper_runs_it = st == FMHA_STATUS_SUCCESS;
         if (st != FMHA_STATUS_SUCCESS) clear_error();
@@ -33,9 +63,11 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         fmha_status st = need_image("decode", sm);
         if (st == FMHA_STATUS_SUCCESS) st = need_image("combine", sm);
         if (st == FMHA_STATUS_SUCCESS) st = decode_configure(p, dev, out);
+        if (st == FMHA_STATUS_SUCCESS) st = check_shared_memory(p, *out, dev);
         // AUTO sends explicit split counts only here, and head_dim 512 only
         // where the Hopper kernel cannot run it (no other kernel can); other
-        // problems fall back (e.g. a device with too little shared memory per block).
+        // problems fall back (e.g. hd256 on a device with too little shared
+        // memory per block for the decode kernel).
         if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512 || p.num_splits >= 2)
             return st;
         clear_error();
@@ -48,6 +80,7 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
                         sm);
         FMHA_TRY(need_image("sm90", sm));
         FMHA_TRY(sm90_configure(p, dev, out));
+        FMHA_TRY(check_shared_memory(p, *out, dev));
         return out->num_splits > 1 ? need_image("combine", sm) : FMHA_STATUS_SUCCESS;
     }
     if (hopper_runs_it) {
@@ -55,7 +88,8 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         return FMHA_STATUS_SUCCESS;
     }
     FMHA_TRY(need_image("portable", sm));
-    return portable_configure(p, out);
+    FMHA_TRY(portable_configure(p, out));
+    return check_shared_memory(p, *out, dev);
 }
 
 }  // namespace fmha

@@ -63,16 +63,23 @@ struct KernelChoice {
 
 bool is_supported_head_dim(int64_t head_dim);
 
-// What kernel selection knows of the device. num_sms and max_smem are 0 for
-// a support query made without a device (fmha_check_support with an sm).
+// What kernel selection knows of the device. A support query by sm number
+// (fmha_check_support with an sm) knows no SM count (num_sms 0) and takes
+// max_smem from the architecture (support_query_limits).
 struct DeviceLimits {
     int sm = 0;        // compute capability, major*10+minor
     int num_sms = 0;   // for split-KV and persistent grids
     int max_smem = 0;  // opt-in shared memory per block, bytes
 };
 
-// Picks the family (honouring p.kernel) and fills the launch shape. Fails
-// with NOT_SUPPORTED or NO_KERNEL_IMAGE, naming why.
+// The limits of an unseen device of compute capability `sm`: its
+// architecture's opt-in shared memory per block, the smallest of the
+// supported architectures where that is not known.
+DeviceLimits support_query_limits(int sm);
+
+// Picks the family (honouring p.kernel) and fills the launch shape, with a
+// kernel whose shared memory fits dev.max_smem. Fails with NOT_SUPPORTED or
+// NO_KERNEL_IMAGE, naming why.
 fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 
 // Per-family configuration, in launch_<family>.cpp.

@@ -248,17 +248,24 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
 }
 
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
-    const int d = static_cast<int>(p.head_dim);
+    // The grid is (splits, m_tiles x KV heads, batch): y and z stop at 65535.
+    if (p.batch > 65535)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.batch is %lld: the decode kernel takes at most 65535 sequences",
+                    (long long)p.batch);
     const int64_t tiles = m_tiles(p) * p.num_kv_heads;
-    if (tiles > 65535 || p.batch > 65535)
+    if (tiles > 65535)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the decode kernel handles up to 65535 batches and 65535 x 16 query rows "
-                    "per sequence and KV head (batch %lld, rows %lld)",
-                    (long long)p.batch, (long long)(tiles * kDecodeRows));
-    if (p.q_rows() * p.num_q_heads > INT_MAX)
+                    "descriptor.seqlen_q is %lld: the decode kernel needs m_tiles x num_kv_heads "
+                    "<= 65535, here %lld x %lld = %lld (m_tiles = ceil(seqlen_q x %lld query "
+                    "heads per KV head / %d))",
+                    (long long)p.seqlen_q, (long long)m_tiles(p), (long long)p.num_kv_heads,
+                    (long long)tiles, (long long)group_size(p), kDecodeRows);
+    if (p.q_rows() > INT_MAX / p.num_q_heads)  // divided: the product may not fit 64 bits
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the decode kernel handles up to 2^31-1 query rows x heads (%lld)",
-                    (long long)(p.q_rows() * p.num_q_heads));
+                    "the decode kernel handles up to 2^31-1 query rows x num_q_heads (%lld "
+                    "rows x %lld heads)",
+                    (long long)p.q_rows(), (long long)p.num_q_heads);
     KernelChoice c;
     c.family = FMHA_KERNEL_DECODE;
     c.image_family = "decode";
@@ -280,12 +287,8 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.tile_m = kDecodeRows;
     c.tile_n = decode_tile(sd, kv).block_n;
     c.threads = decode_threads(sd, kv);
-    c.smem_bytes = decode_smem_bytes(sd, kv);
-    if (dev.max_smem > 0 && c.smem_bytes > dev.max_smem)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the decode kernel for head_dim %d needs %d bytes of shared memory; "
-                    "sm_%d offers %d",
-                    d, c.smem_bytes, dev.sm, dev.max_smem);
+    c.smem_bytes = decode_smem_bytes(sd, kv);  // checked against the device by select_kernel
+    FMHA_TRY(check_split_kv(p, splits));
     c.num_splits = splits;
     c.workspace_bytes = split_workspace(p, c.num_splits).total();  // partials per query head
     c.combine_kernel_name = c.num_splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;

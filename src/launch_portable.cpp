@@ -41,7 +41,8 @@ fmha_status portable_configure(const Problem &p, KernelChoice *out) {
                     (long long)p.head_dim, p.num_splits);
     const TileShape tile = portable_tile(static_cast<int>(p.head_dim));
     const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
-    if (m_blocks * p.num_q_heads * p.batch > INT_MAX)
+    // In double: the product may not fit 64 bits.
+    if (double(m_blocks) * double(p.num_q_heads) * double(p.batch) > double(INT_MAX))
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "batch %lld x num_q_heads %lld x ceil(seqlen_q/%d) %lld exceeds 2^31-1 CTAs",
                     (long long)p.batch, (long long)p.num_q_heads, tile.block_m,

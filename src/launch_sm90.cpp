@@ -92,9 +92,14 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
     return kNames[static_cast<int>(variant) - 1][dtype == FMHA_DTYPE_BF16][index];
 }
 
-// TMA cannot broadcast: a zero stride over an extent > 1 needs the portable kernel.
-bool broadcasts(const fmha_strides &s, int64_t seqlen, int64_t heads, int64_t batch) {
-    return (s.seq == 0 && seqlen > 1) || (s.head == 0 && heads > 1) || (s.batch == 0 && batch > 1);
+// TMA cannot broadcast: a zero stride over an extent > 1 needs the portable
+// kernel. Returns the name of such a stride of `s`, or nullptr.
+const char *broadcast_stride(const fmha_strides &s, int64_t seqlen, int64_t heads,
+                             int64_t batch) {
+    if (s.seq == 0 && seqlen > 1) return "seq";
+    if (s.head == 0 && heads > 1) return "head";
+    if (s.batch == 0 && batch > 1) return "batch";
+    return nullptr;
 }
 
 int32_t log2_of(int64_t power_of_two) {
@@ -411,11 +416,18 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     const int64_t k_batch = p.paged_kv ? p.num_pages : p.varlen_k ? 1 : p.batch;
     const int64_t q_rows = p.varlen_q ? p.total_q : p.seqlen_q;
     const int64_t k_rows = p.paged_kv ? p.page_size : p.varlen_k ? p.total_k : p.seqlen_k;
-    if (broadcasts(p.q, q_rows, p.num_q_heads, q_batch) ||
-        broadcasts(p.k, k_rows, p.num_kv_heads, k_batch) ||
-        broadcasts(p.v, k_rows, p.num_kv_heads, k_batch))
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "the Hopper kernel reads through TMA, which cannot broadcast a zero stride");
+    const struct {
+        const char *tensor;
+        const char *stride;
+    } inputs[] = {{"q_strides", broadcast_stride(p.q, q_rows, p.num_q_heads, q_batch)},
+                  {"k_strides", broadcast_stride(p.k, k_rows, p.num_kv_heads, k_batch)},
+                  {"v_strides", broadcast_stride(p.v, k_rows, p.num_kv_heads, k_batch)}};
+    for (const auto &in : inputs)
+        if (in.stride != nullptr)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor.%s.%s is 0: the Hopper kernel reads through TMA, which "
+                        "cannot broadcast a zero stride (the decode and portable kernels can)",
+                        in.tensor, in.stride);
     const int d = static_cast<int>(p.head_dim);
     const int shape = d == 128 && sm90_wide_keys(p) ? kSm90WideKeys
                     : sm90_narrow_rows(p)            ? kSm90NarrowRows
@@ -429,11 +441,25 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
                     "16, 32 or 64 rows that divide both the page and its %d-key tile (the "
                     "decode and portable kernels read any page size)",
                     p.page_size, tile.block_n);
-    const int64_t tiles = sm90_m_blocks(p, tile.block_m) * sm90_tile_heads(p) * p.batch;
-    const int splits = p.num_splits > 0 ? p.num_splits : sm90_auto_splits(p, dev, tile, tiles);
-    if (tiles * splits > INT_MAX)
+    const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);
+    const int64_t tile_heads = sm90_tile_heads(p);
+    // One CTA per (tile, split), at most 2^31-1; counted in double, as batch
+    // x heads x blocks may not fit 64 bits.
+    auto check_ctas = [&](int splits) {
+        const double ctas = double(p.batch) * double(tile_heads) * double(m_blocks) * splits;
+        if (ctas <= double(INT_MAX)) return FMHA_STATUS_SUCCESS;
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "batch x heads x query blocks x splits exceeds 2^31-1 CTAs");
+                    "descriptor.batch is %lld: the Hopper kernel would launch batch x %lld tile "
+                    "heads x %lld query blocks of %d rows x %d splits = %.0f CTAs, more than "
+                    "2^31-1",
+                    (long long)p.batch, (long long)tile_heads, (long long)m_blocks,
+                    tile.block_m, splits, ctas);
+    };
+    FMHA_TRY(check_ctas(std::max(p.num_splits, 1)));
+    const int64_t tiles = m_blocks * tile_heads * p.batch;  // < 2^31: checked above
+    const int splits = p.num_splits > 0 ? p.num_splits : sm90_auto_splits(p, dev, tile, tiles);
+    FMHA_TRY(check_ctas(splits));
+    FMHA_TRY(check_split_kv(p, splits));
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;
     c.image_family = "sm90";

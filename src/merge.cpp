@@ -105,7 +105,7 @@ FMHA_API fmha_status fmha_create_merge_plan(fmha_plan **plan_out,
     FMHA_TRY(fmha::read_merge_descriptor(desc, &m));
     fmha::DeviceContext dc;
     fmha_plan *plan;
-    FMHA_TRY(fmha::new_device_plan(desc->device, &plan, &dc));
+    FMHA_TRY(fmha::new_device_plan(desc->device, "merge_descriptor", &plan, &dc));
     plan->is_merge = true;
     plan->merge = m;
     const fmha::Driver *drv = plan->drv;

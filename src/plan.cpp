@@ -11,11 +11,11 @@
 
 namespace fmha {
 
-fmha_status new_device_plan(int device, fmha_plan **out, DeviceContext *dc) {
+fmha_status new_device_plan(int device, const char *owner, fmha_plan **out, DeviceContext *dc) {
     *out = nullptr;
     const Driver *drv;
     FMHA_TRY(load_driver(&drv));
-    FMHA_TRY(acquire_context(*drv, device, dc));
+    FMHA_TRY(acquire_context(*drv, device, owner, dc));
     auto *plan = new (std::nothrow) fmha_plan();
     if (plan == nullptr) {
         release_context(*drv, *dc);
@@ -32,6 +32,20 @@ fmha_status new_device_plan(int device, fmha_plan **out, DeviceContext *dc) {
     return FMHA_STATUS_SUCCESS;
 }
 
+namespace {
+
+// What kernel selection sees of a described device: the same limits for a
+// plan and for a support query of the current device, so that both agree.
+DeviceLimits limits_of(const DeviceContext &dc) {
+    DeviceLimits dev;
+    dev.sm = dc.sm;
+    dev.num_sms = dc.num_sms;
+    dev.max_smem = dc.max_smem_optin;
+    return dev;
+}
+
+}  // namespace
+
 }  // namespace fmha
 
 extern "C" {
@@ -40,20 +54,26 @@ FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm)
     fmha::clear_error();
     fmha::Problem p;
     FMHA_TRY(fmha::read_descriptor(desc, &p));
+    FMHA_TRY(fmha::apply_forced_kernel(&p));
     if (sm == FMHA_SM_ANY) return FMHA_STATUS_SUCCESS;
+    fmha::DeviceLimits dev;
     if (sm == FMHA_SM_CURRENT_DEVICE) {
+        // The device and limits fmha_create_plan would see now.
         const fmha::Driver *drv;
         FMHA_TRY(fmha::load_driver(&drv));
-        CUcontext ctx = nullptr;
-        FMHA_CU(*drv, ctx_get_current(&ctx));
-        FMHA_TRY(fmha::query_device_sm(*drv, ctx ? -1 : p.device, &sm));
+        fmha::DeviceContext dc;
+        FMHA_TRY(fmha::query_device(*drv, p.device, &dc));
+        dev = fmha::limits_of(dc);
     } else if (sm < 0) {
         return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
                           "sm is %d: pass a compute capability (e.g. 90), FMHA_SM_ANY (0) or "
                           "FMHA_SM_CURRENT_DEVICE (-1)",
                           sm);
+    } else {
+        dev = fmha::support_query_limits(sm);
     }
-    return fmha::check_device(p, sm);
+    fmha::KernelChoice choice;
+    return fmha::check_device(p, dev, &choice);
 }
 
 FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descriptor *desc) {
@@ -63,23 +83,14 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
     *plan_out = nullptr;
     fmha::Problem p;
     FMHA_TRY(fmha::read_descriptor(desc, &p));
+    FMHA_TRY(fmha::apply_forced_kernel(&p));
     fmha::DeviceContext dc;
     fmha_plan *plan;
-    FMHA_TRY(fmha::new_device_plan(p.device, &plan, &dc));
+    FMHA_TRY(fmha::new_device_plan(p.device, "descriptor", &plan, &dc));
     plan->problem = p;
     const fmha::Driver *drv = plan->drv;
 
-    fmha_status st = fmha::check_device(p, dc.sm);
-    fmha::DeviceLimits limits;
-    limits.sm = dc.sm;
-    limits.num_sms = dc.num_sms;
-    limits.max_smem = dc.max_smem_optin;
-    if (st == FMHA_STATUS_SUCCESS) st = fmha::select_kernel(p, limits, &plan->choice);
-    if (st == FMHA_STATUS_SUCCESS && plan->choice.smem_bytes > dc.max_smem_optin)
-        st = fmha::fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "kernel %s needs %d bytes of shared memory; sm_%d offers %d",
-                        plan->choice.kernel_name, plan->choice.smem_bytes, dc.sm,
-                        dc.max_smem_optin);
+    fmha_status st = fmha::check_device(p, fmha::limits_of(dc), &plan->choice);
     if (st == FMHA_STATUS_SUCCESS) {
         plan->image = fmha::find_image(plan->choice.image_family, dc.sm);
         st = fmha::load_function(*drv, dc.ctx, *plan->image, plan->choice.kernel_name,

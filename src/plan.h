@@ -30,8 +30,10 @@ struct fmha_plan {
 namespace fmha {
 
 // Loads the driver and makes a plan bound to `device`'s context (its device
-// fields set, `dc` filled in). On failure nothing is held; on success the
-// caller owns *out and frees it with fmha_destroy_plan.
-fmha_status new_device_plan(int device, fmha_plan **out, DeviceContext *dc);
+// fields set, `dc` filled in); `owner` ("descriptor", "merge_descriptor")
+// names the struct whose device field `device` is in errors. On failure
+// nothing is held; on success the caller owns *out and frees it with
+// fmha_destroy_plan.
+fmha_status new_device_plan(int device, const char *owner, fmha_plan **out, DeviceContext *dc);
 
 }  // namespace fmha

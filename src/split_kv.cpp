@@ -1,9 +1,29 @@
 #include "split_kv.h"
 
+#include <climits>
+
+#include "errors.h"
 #include "fwd_params.h"
 #include "plan.h"
 
 namespace fmha {
+
+// With rows x heads <= 2^31-1 (check_split_kv), splits <= kMaxSplits and
+// head_dim_v <= 512, the fp32 partials stay far below 2^64 bytes.
+static_assert(uint64_t(INT_MAX) * kMaxSplits * 512 * sizeof(float) < (uint64_t(1) << 62),
+              "split_workspace's products cannot overflow");
+
+fmha_status check_split_kv(const Problem &p, int splits) {
+    if (splits <= 1) return FMHA_STATUS_SUCCESS;
+    const int64_t rows = p.q_rows();
+    if (rows > INT_MAX / p.num_q_heads)  // divided: the product may not fit 64 bits
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.num_splits gives %d splits: their combine launches one CTA per "
+                    "(query row, head), and %lld query rows x %lld num_q_heads is more than "
+                    "2^31-1",
+                    splits, (long long)rows, (long long)p.num_q_heads);
+    return FMHA_STATUS_SUCCESS;
+}
 
 SplitWorkspace split_workspace(const Problem &p, int splits) {
     SplitWorkspace w;
@@ -54,7 +74,8 @@ fmha_status launch_split_combine(const fmha_plan &plan, const fmha_tensors &t,
     sh.heads = static_cast<int32_t>(heads);
     sh.head_dim = static_cast<int32_t>(d);
     sh.num_parts = splits;
-    const unsigned blocks = static_cast<unsigned>(sh.rows * heads);  // one CTA per (row, head)
+    // One CTA per (row, head): at most 2^31-1 (check_split_kv, at plan time).
+    const unsigned blocks = static_cast<unsigned>(sh.rows * heads);
     return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 1, 1,
                             kCombineThreads, 0, stream, &cp, plan.choice.combine_kernel_name);
 }

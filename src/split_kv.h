@@ -20,6 +20,11 @@ struct SplitWorkspace {
 
 SplitWorkspace split_workspace(const Problem &p, int splits);
 
+// Plan-time limits of a split into `splits` parts: the combine launches one
+// CTA per (query row, head) in grid x (at most 2^31-1), which also bounds
+// split_workspace's sizes. NOT_SUPPORTED, with the numbers, beyond them.
+fmha_status check_split_kv(const Problem &p, int splits);
+
 // Where the partials of a run go inside `workspace`.
 struct SplitPartials {
     float *o = nullptr;

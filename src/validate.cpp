@@ -73,9 +73,10 @@ fmha_status read_layout_fields(const fmha_descriptor &d, Problem *p) {
                         (long long)(d.max_pages_per_seq * d.page_size), (long long)d.seqlen_k);
         if (d.batch * d.max_pages_per_seq > kMaxRows)
             return fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "descriptor.max_pages_per_seq is %lld: batch x max_pages_per_seq must "
-                        "stay below 2^31",
-                        (long long)d.max_pages_per_seq);
+                        "descriptor.max_pages_per_seq is %lld: batch %lld x max_pages_per_seq = "
+                        "%lld block-table entries, more than 2^31-1",
+                        (long long)d.max_pages_per_seq, (long long)d.batch,
+                        (long long)(d.batch * d.max_pages_per_seq));
     } else {
         FMHA_TRY(unused_is_zero("page_size", d.page_size, "FMHA_FLAG_PAGED_KV"));
         FMHA_TRY(unused_is_zero("num_pages", d.num_pages, "FMHA_FLAG_PAGED_KV"));
@@ -94,13 +95,16 @@ fmha_status read_layout_fields(const fmha_descriptor &d, Problem *p) {
     return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status forced_kernel(fmha_kernel_family *kernel) {
+}  // namespace
+
+fmha_status apply_forced_kernel(Problem *p) {
+    if (p->kernel != FMHA_KERNEL_AUTO) return FMHA_STATUS_SUCCESS;  // an explicit family wins
     const char *env = std::getenv("FMHA_FORCE_KERNEL");
     if (env == nullptr || env[0] == '\0') return FMHA_STATUS_SUCCESS;
     if (std::strcmp(env, "auto") == 0) return FMHA_STATUS_SUCCESS;
-    if (std::strcmp(env, "portable") == 0) *kernel = FMHA_KERNEL_PORTABLE;
-    else if (std::strcmp(env, "hopper") == 0) *kernel = FMHA_KERNEL_HOPPER;
-    else if (std::strcmp(env, "decode") == 0) *kernel = FMHA_KERNEL_DECODE;
+    if (std::strcmp(env, "portable") == 0) p->kernel = FMHA_KERNEL_PORTABLE;
+    else if (std::strcmp(env, "hopper") == 0) p->kernel = FMHA_KERNEL_HOPPER;
+    else if (std::strcmp(env, "decode") == 0) p->kernel = FMHA_KERNEL_DECODE;
     else
         return fail(FMHA_STATUS_INVALID_ARGUMENT,
                     "environment FMHA_FORCE_KERNEL is \"%s\": must be auto, portable, hopper "
@@ -108,8 +112,6 @@ fmha_status forced_kernel(fmha_kernel_family *kernel) {
                     env);
     return FMHA_STATUS_SUCCESS;
 }
-
-}  // namespace
 
 fmha_status check_strides(const char *owner, const char *tensor, const fmha_strides &s,
                           const int64_t (&extents)[3]) {
@@ -280,7 +282,6 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
                     "DECODE (3)",
                     desc->kernel);
     p.kernel = static_cast<fmha_kernel_family>(desc->kernel);
-    if (p.kernel == FMHA_KERNEL_AUTO) FMHA_TRY(forced_kernel(&p.kernel));
     if (desc->device < 0)
         return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.device is %d: must be >= 0",
                     desc->device);
@@ -292,14 +293,11 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
     return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status check_device(const Problem &p, int sm) {
-    if (sm < 80)
+fmha_status check_device(const Problem &p, const DeviceLimits &dev, KernelChoice *choice) {
+    if (dev.sm < 80)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "device compute capability is sm_%d: libfmha needs sm_80 or newer", sm);
-    KernelChoice choice;
-    DeviceLimits dev;
-    dev.sm = sm;
-    return select_kernel(p, dev, &choice);
+                    "device compute capability is sm_%d: libfmha needs sm_80 or newer", dev.sm);
+    return select_kernel(p, dev, choice);
 }
 
 }  // namespace fmha

@@ -87,7 +87,9 @@ typedef enum fmha_status {
     FMHA_STATUS_OUT_OF_MEMORY = 9,
     /** No embedded cubin or PTX can run on this device's architecture. */
     FMHA_STATUS_NO_KERNEL_IMAGE = 10,
-    /** The plan's CUDA context differs from the stream's or was destroyed. */
+    /** The plan's CUDA context differs from the stream's or was destroyed
+     *  (a launch that fails with CUDA_ERROR_INVALID_HANDLE,
+     *  CUDA_ERROR_INVALID_CONTEXT or CUDA_ERROR_CONTEXT_IS_DESTROYED). */
     FMHA_STATUS_CONTEXT_MISMATCH = 11,
     /** A bug in libfmha; please report it with the message. */
     FMHA_STATUS_INTERNAL_ERROR = 12
@@ -150,7 +152,15 @@ typedef enum fmha_kernel_family {
      *  query rows per KV head (seqlen_q x num_q_heads / num_kv_heads; on
      *  devices where the Hopper kernel does not run, for short seqlen_q),
      *  when num_splits >= 2, and for head_dim 512 where the Hopper kernel
-     *  does not run. */
+     *  does not run. Its grid takes m_tiles x num_kv_heads <= 65535, where
+     *  m_tiles = ceil(seqlen_q x num_q_heads / num_kv_heads / 16), and batch
+     *  <= 65535. Shared memory per block: 213,248 bytes at head_dim 512,
+     *  205,056 at 256, 102,656 at 128 with a contiguous cache, at most
+     *  100,608 otherwise; so head_dim 256 and 512 run on it only on devices
+     *  with sm_90 / sm_100-class shared memory (227 KB opt-in per block), not
+     *  on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB). Where it does not fit,
+     *  AUTO takes the portable kernel instead, except for head_dim 512 and
+     *  num_splits >= 2, which are then NOT_SUPPORTED (as is DECODE itself). */
     FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 
@@ -159,7 +169,11 @@ typedef enum fmha_kernel_family {
  *  all expressed this way. The last dimension must be contiguous (dim == 1);
  *  the other strides must be non-negative multiples of 8 elements (16 bytes)
  *  and may be 0 to broadcast an input (never the output). The stride of a
- *  dimension of size 1 is never followed and is not checked. */
+ *  dimension of size 1 is never followed and is not checked.
+ *  WARNING: 0 is a valid stride for Q, K and V, and fmha_descriptor_init sets
+ *  batch, seq and head to 0. A stride left unset is therefore not an error:
+ *  it silently broadcasts (e.g. K's and V's row 0 read for every key). Set
+ *  every tensor's strides, e.g. with fmha_strides_bshd. */
 typedef struct fmha_strides {
     int64_t batch;
     int64_t seq;
@@ -200,7 +214,8 @@ typedef struct fmha_strides {
  *  entries) says how many keys sequence b uses (e.g. the filled part of a
  *  cache). It overrides the length from cu_seqlens_k or seqlen_k; a larger
  *  value is clamped to seqlen_k and, for packed K/V, to the sequence's
- *  cu_seqlens_k length. The rows past it must still be memory of K and V as
+ *  cu_seqlens_k length (a host copy given to fmha_check_block_table must
+ *  instead hold each value in [0, seqlen_k]). The rows past it must still be memory of K and V as
  *  the descriptor describes them (a dense cache: seqlen_k rows per
  *  sequence): the decode kernel may read them, and never uses them. */
 #define FMHA_FLAG_SEQUSED_K 0x10u
@@ -242,10 +257,16 @@ typedef struct fmha_descriptor {
     int64_t seqlen_q;      /**< >= 1. */
     int64_t seqlen_k;      /**< >= 1. */
     int64_t head_dim;      /**< Head dim of Q and K: 64, 96, 128, 256, or 512
-                                (512: the decode and Hopper kernels, any
-                                seqlen_q; not the portable kernel). */
+                                (512: not the portable kernel; the Hopper
+                                kernel on sm_90, and the decode kernel on
+                                devices with sm_90 / sm_100-class shared
+                                memory, up to its 65535-tile grid; see
+                                FMHA_KERNEL_DECODE). */
     int64_t head_dim_v;    /**< Head dim of V and O; 0 means head_dim. This
                                 version supports only head_dim_v == head_dim. */
+    /** Strides of each tensor, in elements. fmha_descriptor_init leaves
+     *  batch, seq and head 0, which for Q, K and V is a valid broadcast, not
+     *  an error: set all four (see fmha_strides). */
     fmha_strides q_strides;
     fmha_strides k_strides;
     fmha_strides v_strides;
@@ -257,7 +278,10 @@ typedef struct fmha_descriptor {
     int32_t kernel;        /**< fmha_kernel_family; default AUTO. */
     /** CUDA device ordinal used when no CUDA context is current on the
      *  calling thread (its primary context is retained by the plan). When a
-     *  context is current, its device is used and this field is ignored. */
+     *  context is current, the plan uses that context and its device, and
+     *  this field is ignored; that context is not retained: the caller keeps
+     *  it alive for the plan's lifetime (a run in a destroyed context
+     *  returns CONTEXT_MISMATCH). */
     int32_t device;
     int32_t reserved0;     /**< Must be 0. */
     /* ---- version 2 ---- */
@@ -298,10 +322,13 @@ typedef struct fmha_descriptor {
 /** Fills `desc` with defaults for `version` (pass FMHA_DESCRIPTOR_VERSION; an
  *  older version fills only that version's fields, so an older, shorter
  *  struct is never overrun):
- *  every stride 0 except `dim` = 1 (set the others, e.g. with
- *  fmha_strides_bshd), AUTO kernel, device 0, no mask, dtype BF16, head_dim_v
- *  0 (same as head_dim), softmax_scale 0 (1/sqrt(head_dim)), no window
- *  (-1, -1), no softcap. Returns VERSION_MISMATCH for an unknown version. */
+ *  every stride 0 except `dim` = 1, AUTO kernel, device 0, no mask, dtype
+ *  BF16, head_dim_v 0 (same as head_dim), softmax_scale 0 (1/sqrt(head_dim)),
+ *  no window (-1, -1), no softcap. Returns VERSION_MISMATCH for an unknown
+ *  version.
+ *  WARNING: the zero strides are valid broadcasts for Q, K and V, so a
+ *  tensor whose strides are not set afterwards (e.g. with fmha_strides_bshd)
+ *  is not rejected: the plan computes with its first row repeated. */
 FMHA_API fmha_status fmha_descriptor_init(fmha_descriptor *desc, uint32_t version);
 
 /** Convenience: sets a tensor's strides for the BSHD ([batch, seq, heads,
@@ -325,8 +352,13 @@ FMHA_API fmha_status fmha_strides_bhsd(fmha_strides *out, int64_t seqlen,
 
 /** Says whether `desc` is valid and supported, without creating anything.
  *  `sm` is a compute capability as major*10+minor (80, 86, 90, 100, 120...),
- *  FMHA_SM_ANY, or FMHA_SM_CURRENT_DEVICE (which needs the driver). On
- *  failure the last error message says which field breaks which rule. */
+ *  FMHA_SM_ANY, or FMHA_SM_CURRENT_DEVICE (which needs the driver). The
+ *  device check includes the chosen kernel's shared memory per block: for
+ *  FMHA_SM_CURRENT_DEVICE against the device's opt-in maximum, as
+ *  fmha_create_plan does; for an `sm`, against its architecture's (163 KB
+ *  on sm_80/87, 227 KB on sm_90/100/103, 99 KB on sm_86/89/120/121 and,
+ *  conservatively, on any other). On failure the last error message says
+ *  which field breaks which rule. */
 FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm);
 
 /* ======================================================================
@@ -431,8 +463,11 @@ FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *tensors
 /** Checks a host copy of a paged-KV block table against `desc` (which must
  *  set FMHA_FLAG_PAGED_KV): every entry that a sequence's keys use must lie
  *  in [0, num_pages). `host_seqlens_k` (batch entries) gives each
- *  sequence's key count; NULL means seqlen_k for all. Entries past a
- *  sequence's last page are not read. Pure host code, no driver needed.
+ *  sequence's key count, each in [0, seqlen_k] (INVALID_ARGUMENT names the
+ *  first one outside; unlike the kernels, which clamp seqused_k, this
+ *  check never reads past a row of the table); NULL means seqlen_k for all.
+ *  Entries past a sequence's last page are not read. Pure host code: no
+ *  driver needed, and the environment (FMHA_FORCE_KERNEL) is not read.
  *  INVALID_ARGUMENT names the first bad entry as block_table[b][i]. */
 FMHA_API fmha_status fmha_check_block_table(const fmha_descriptor *desc,
                                             const int32_t *host_block_table,
@@ -474,7 +509,8 @@ typedef struct fmha_merge_descriptor {
 } fmha_merge_descriptor;
 
 /** Fills `desc` with defaults for `version`: BF16, strides 0 except dim = 1,
- *  device 0, no flags. */
+ *  device 0, no flags. Set part_strides: 0 is a valid broadcast for the
+ *  parts, so left unset it is not rejected. */
 FMHA_API fmha_status fmha_merge_descriptor_init(fmha_merge_descriptor *desc,
                                                 uint32_t version);
 

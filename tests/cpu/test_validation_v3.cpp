@@ -307,7 +307,8 @@ TEST_CASE("v3: ranges of the new fields", "[cpu][validation][v3]") {
     SECTION("batch x max_pages_per_seq must stay below 2^31") {
         fmha_descriptor d = paged_desc();
         d.max_pages_per_seq = int64_t(1) << 30;  // x batch 3
-        expect_rejected(d, FMHA_STATUS_NOT_SUPPORTED, {"descriptor.max_pages_per_seq"});
+        expect_rejected(d, FMHA_STATUS_NOT_SUPPORTED,
+                        {"descriptor.max_pages_per_seq", "1073741824", "batch 3", "3221225472"});
     }
     SECTION("num_splits in [0, 128]") {
         for (int32_t v : {-1, -128, 129, 1000, INT32_MIN, INT32_MAX}) {
@@ -439,13 +440,64 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
     fmha_strides_bshd(&hd512.k_strides, hd512.seqlen_k, 1, 512);
     hd512.v_strides = hd512.k_strides;
     hd512.o_strides = hd512.q_strides;
-    SECTION("head_dim 512: AUTO and DECODE run it, PORTABLE does not") {
-        expect_valid(hd512, 80);
-        hd512.kernel = FMHA_KERNEL_DECODE;
-        expect_valid(hd512, 80);
-        hd512.kernel = FMHA_KERNEL_PORTABLE;
-        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, 80));
-        CHECK(std::string(fmha_last_error_message()).find("512") != std::string::npos);
+    SECTION("head_dim 512: PORTABLE does not run it, nor the decode kernel on sm_80/86 "
+            "(213,248 bytes of shared memory per block)") {
+        for (int32_t sm : {80, 86}) {
+            for (int k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_DECODE, FMHA_KERNEL_PORTABLE}) {
+                hd512.kernel = k;
+                INFO("sm " << sm << " kernel " << k);
+                FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, sm));
+                const std::string msg = fmha_last_error_message();
+                CHECK(msg.find("512") != std::string::npos);
+                if (k != FMHA_KERNEL_PORTABLE) CHECK(msg.find("shared memory") != std::string::npos);
+            }
+        }
+        // sm_100-class shared memory (227 KB) runs it on the decode kernel,
+        // through the embedded PTX.
+        const int32_t ptx = fmha_embedded_ptx_arch();
+        if (ptx != 0 && ptx <= 100)
+            for (int k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_DECODE}) {
+                hd512.kernel = k;
+                INFO("sm 100 kernel " << k);
+                expect_valid(hd512, 100);
+            }
+    }
+    SECTION("head_dim 256 on the decode kernel needs 205,056 bytes of shared memory: "
+            "AUTO takes the portable kernel where it does not fit, unless split") {
+        fmha_descriptor d = dense_desc();
+        d.head_dim = 256;
+        d.seqlen_q = 1;  // a decode shape: AUTO prefers the decode kernel
+        fmha_strides_bshd(&d.q_strides, 1, 8, 256);
+        fmha_strides_bshd(&d.k_strides, d.seqlen_k, 2, 256);
+        d.v_strides = d.k_strides;
+        d.o_strides = d.q_strides;
+        for (int32_t sm : {80, 86}) {
+            INFO("sm " << sm);
+            d.kernel = FMHA_KERNEL_AUTO;
+            d.num_splits = 0;
+            expect_valid(d, sm);  // the portable kernel
+            d.num_splits = 4;     // only the decode kernel splits here
+            FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, sm));
+            CHECK(std::string(fmha_last_error_message()).find("205056") != std::string::npos);
+            d.kernel = FMHA_KERNEL_DECODE;
+            d.num_splits = 0;
+            FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, sm));
+        }
+    }
+    SECTION("an unknown architecture gets the smallest shared memory (99 KB)") {
+        fmha_descriptor d = dense_desc();  // hd128: the dense decode kernel needs 102,656 bytes
+        d.seqlen_q = 1;
+        fmha_strides_bshd(&d.q_strides, 1, 8, 128);
+        d.o_strides = d.q_strides;
+        d.kernel = FMHA_KERNEL_DECODE;
+        const int32_t ptx = fmha_embedded_ptx_arch();
+        if (ptx != 0 && ptx <= 130) {
+            expect_valid(d, 100);  // 227 KB
+            FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 130));
+            CHECK(std::string(fmha_last_error_message()).find("101376") != std::string::npos);
+        }
+        expect_valid(d, 80);  // 163 KB
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 86));
     }
     SECTION("num_splits >= 2: AUTO and DECODE split, PORTABLE does not") {
         for (int32_t s : {2, 3, 16, 128}) {
@@ -503,6 +555,50 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
         d.num_splits = 4;
         expect_valid(d, 90);
         d.kernel = FMHA_KERNEL_AUTO;  // AUTO goes to the decode kernel
+        expect_valid(d, 90);
+    }
+}
+
+TEST_CASE("v3: grid limits of the decode kernel and the split-KV combine name the numbers",
+          "[cpu][validation][v3][device]") {
+    ForceKernelEnv env;
+    if (!embeds(80)) FMHA_SKIP("this build embeds no sm_80 image");
+    SECTION("decode: m_tiles x num_kv_heads <= 65535") {
+        fmha_descriptor d = dense_desc();  // 8 query heads over 2 KV heads
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.batch = 1;
+        d.seqlen_q = 131070;  // x 4 heads / 16 = 32768 tiles, x 2 KV heads = 65536
+        fmha_strides_bshd(&d.q_strides, d.seqlen_q, 8, 128);
+        d.o_strides = d.q_strides;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 80));
+        const std::string msg = fmha_last_error_message();
+        INFO(msg);
+        for (const char *n : {"descriptor.seqlen_q is 131070", "m_tiles x num_kv_heads",
+                              "32768 x 2 = 65536"})
+            CHECK(msg.find(n) != std::string::npos);
+        d.seqlen_q = 131068;  // 32767 tiles x 2 = 65534
+        fmha_strides_bshd(&d.q_strides, d.seqlen_q, 8, 128);
+        d.o_strides = d.q_strides;
+        expect_valid(d, 80);
+    }
+    SECTION("split-KV: (query row, head) pairs of the combine <= 2^31-1") {
+        if (!embeds(90)) FMHA_SKIP("this build embeds no sm_90 image");
+        fmha_descriptor d = dense_desc();
+        d.kernel = FMHA_KERNEL_HOPPER;
+        d.batch = 1;
+        d.num_q_heads = d.num_kv_heads = 16;
+        d.seqlen_q = int64_t(1) << 27;  // x 16 heads = 2^31 rows to combine
+        fmha_strides_bshd(&d.q_strides, d.seqlen_q, 16, 128);
+        fmha_strides_bshd(&d.k_strides, d.seqlen_k, 16, 128);
+        d.v_strides = d.k_strides;
+        d.o_strides = d.q_strides;
+        d.num_splits = 2;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 90));
+        const std::string msg = fmha_last_error_message();
+        INFO(msg);
+        for (const char *n : {"num_splits", "134217728 query rows x 16 num_q_heads"})
+            CHECK(msg.find(n) != std::string::npos);
+        d.num_splits = 1;
         expect_valid(d, 90);
     }
 }
@@ -702,6 +798,25 @@ TEST_CASE("fmha_check_block_table", "[cpu][validation][v3][block_table]") {
         bad.version = 99;
         FMHA_CHECK_STATUS(FMHA_STATUS_VERSION_MISMATCH, fmha_check_block_table(&bad, t.data(), nullptr));
     }
+}
+
+TEST_CASE("fmha_check_block_table does not read FMHA_FORCE_KERNEL",
+          "[cpu][validation][v3][block_table]") {
+    ForceKernelEnv env;  // restores the variable afterwards
+    const fmha_descriptor d = table_desc();
+    const std::vector<int32_t> t = valid_table();
+    for (const char *value : {"fast", "bogus", "hopper", "portable"}) {
+        setenv("FMHA_FORCE_KERNEL", value, 1);
+        INFO("FMHA_FORCE_KERNEL=" << value);
+        expect_table_ok(d, t, nullptr);
+        std::vector<int32_t> bad = t;
+        bad[5] = 20;
+        expect_table_error(d, bad, nullptr, "block_table[0][5]", 20);
+    }
+    // Plans and support queries still read it.
+    setenv("FMHA_FORCE_KERNEL", "fast", 1);
+    FMHA_CHECK_STATUS(FMHA_STATUS_INVALID_ARGUMENT, fmha_check_support(&d, FMHA_SM_ANY));
+    CHECK(std::string(fmha_last_error_message()).find("\"fast\"") != std::string::npos);
 }
 
 // ---- merge descriptor -----------------------------------------------------------
@@ -1148,6 +1263,19 @@ TEST_CASE("serving support: merge references", "[cpu][support][serving]") {
     }
 }
 
+namespace {
+
+// Where only the decode kernel takes a problem and it needs more shared memory
+// per block than sm_80's 163 KB (fmha.h, FMHA_KERNEL_DECODE): head_dim 512,
+// and head_dim 256 forced onto it or split.
+bool exceeds_sm80_shared_memory(const fmha_descriptor &d) {
+    if (d.kernel == FMHA_KERNEL_PORTABLE || d.kernel == FMHA_KERNEL_HOPPER) return false;
+    if (d.head_dim == 512) return true;
+    return d.head_dim == 256 && (d.kernel == FMHA_KERNEL_DECODE || d.num_splits >= 2);
+}
+
+}  // namespace
+
 TEST_CASE("serving support: every case of the GPU suites is a valid problem",
           "[cpu][support][serving]") {
     ForceKernelEnv env;
@@ -1179,7 +1307,8 @@ TEST_CASE("serving support: every case of the GPU suites is a valid problem",
                     if (!sm80) continue;
                     const fmha_status st = fmha_check_support(&d, 80);
                     INFO("sm_80: " << status_name(st) << ": " << fmha_last_error_message());
-                    if (documented_unsupported(d)) CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
+                    if (documented_unsupported(d) || exceeds_sm80_shared_memory(d))
+                        CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
                     else CHECK(st == FMHA_STATUS_SUCCESS);
                 }
             if (c.keys == KeyLayout::PAGED) {

@@ -113,6 +113,7 @@ CUresult get_error_name(CUresult r, const char **out) {
                  {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
                  {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
                  {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
+                 {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED"},
                  {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
                  {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
                  {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"}};
@@ -315,18 +316,6 @@ CUresult func_set_attribute(CUfunction fn, CUfunction_attribute attr, int value)
     return CUDA_SUCCESS;
 }
 
-CUresult func_get_attribute(int *v, CUfunction_attribute attr, CUfunction fn) {
-    ENTER("cuFuncGetAttribute", false);
-    if (!v || !fn) return CUDA_ERROR_INVALID_VALUE;
-    auto *f = reinterpret_cast<Function *>(fn);
-    switch (attr) {
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = f->max_dynamic_smem; break;
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
-    default: *v = 0; break;
-    }
-    return CUDA_SUCCESS;
-}
-
 // Checks and records one launch (both entry points).
 CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params,
@@ -380,15 +369,6 @@ CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction fn, void **pa
     return record_launch(fn, config->gridDimX, config->gridDimY, config->gridDimZ,
                          config->blockDimX, config->blockDimY, config->blockDimZ,
                          config->sharedMemBytes, config->hStream, params, extra, programmatic);
-}
-
-CUresult memset_d32_async(CUdeviceptr dst, unsigned int, size_t n, CUstream) {
-    ENTER("cuMemsetD32Async", true);
-    if (dst == 0 || dst % 4 != 0 || n == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-    std::lock_guard<std::mutex> lock(st().mu);
-    ++st().stats.memsets;
-    return CUDA_SUCCESS;
 }
 
 // The documented constraints of cuTensorMapEncodeTiled.
@@ -463,10 +443,8 @@ const struct {
     {"cuModuleLoadDataEx", reinterpret_cast<void *>(&module_load_data_ex)},
     {"cuModuleGetFunction", reinterpret_cast<void *>(&module_get_function)},
     {"cuFuncSetAttribute", reinterpret_cast<void *>(&func_set_attribute)},
-    {"cuFuncGetAttribute", reinterpret_cast<void *>(&func_get_attribute)},
     {"cuLaunchKernel", reinterpret_cast<void *>(&launch_kernel)},
     {"cuLaunchKernelEx", reinterpret_cast<void *>(&launch_kernel_ex)},
-    {"cuMemsetD32Async", reinterpret_cast<void *>(&memset_d32_async)},
     {"cuTensorMapEncodeTiled", reinterpret_cast<void *>(&tensor_map_encode_tiled)},
 };
 

@@ -1,8 +1,9 @@
 /* Control interface of the fake CUDA driver (libfmha_fake_cuda.so) that the
- * fake-driver tests load through FMHA_LIBCUDA. The fake implements the entry
- * points libfmha fetches with cuGetProcAddress, runs no kernel, checks what a
- * real driver would reject (unknown kernel names, missing context at launch,
- * too much shared memory, bad tensor maps) and records what it was asked. */
+ * fake-driver tests load through FMHA_LIBCUDA. The fake implements only the
+ * entry points libfmha fetches with cuGetProcAddress (so loading it shows
+ * that libfmha requires no other), runs no kernel, checks what a real driver
+ * would reject (unknown kernel names, missing context at launch, too much
+ * shared memory, bad tensor maps) and records what it was asked. */
 #ifndef FMHA_TESTS_FAKE_CUDA_H
 #define FMHA_TESTS_FAKE_CUDA_H
 
@@ -39,15 +40,14 @@ typedef struct fake_cuda_stats {
     int module_loads_ptx;
     int function_lookups;
     int launches;
-    int memsets;
     int tensor_maps;
     int tensor_map_errors;
     /* The last FAKE_CUDA_MAP_RING maps: map n (counting from 0) at n % ring. */
     fake_cuda_tensor_map maps[FAKE_CUDA_MAP_RING];
     int context_pushes, context_pops;
-    /* Entry points other than context queries/push/pop, launches, async
-     * memsets and tensor-map encoding called while "in run" was marked: the
-     * things that must not happen inside fmha_run (graph capture safety). */
+    /* Entry points other than context queries/push/pop, launches and
+     * tensor-map encoding called while "in run" was marked: the things that
+     * must not happen inside fmha_run (graph capture safety). */
     int calls_in_run_not_allowed;
     char last_not_allowed[64];
 } fake_cuda_stats;

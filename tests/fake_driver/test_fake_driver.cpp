@@ -523,7 +523,6 @@ TEST_CASE("fake driver: fmha_run launches one kernel over every query block",
                     CHECK(ctas == tiles);
                 } else {  // one CTA per tile, or a persistent grid of one CTA per SM
                     CHECK((ctas == tiles || ctas == std::min<long long>(tiles, 132)));
-                    CHECK(after.memsets == before.memsets);
                     CHECK(after.tensor_maps == before.tensor_maps + 4);
                     CHECK(i.workspace_bytes == 0u);
                 }
@@ -1499,4 +1498,157 @@ TEST_CASE("fake driver: AUTO leaves the decode kernel when it does not fit the d
     Plan forced;
     CHECK(create(forced, d) == FMHA_STATUS_NOT_SUPPORTED);
     CHECK(std::string(fmha_last_error_message()).find("shared memory") != std::string::npos);
+}
+
+// fmha_check_support must answer what fmha_create_plan does: for the current
+// device from its attributes (sm, opt-in shared memory per block), and for an
+// explicit sm from that architecture's opt-in maximum (sm_80: 166,912 bytes;
+// sm_86: 101,376).
+TEST_CASE("fake driver: support queries and plans agree on shared memory",
+          "[cpu][fake-driver][decode]") {
+    if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
+    struct Row {
+        const char *what;
+        int64_t hd;
+        int kernel;
+        int32_t splits;
+        bool fits_sm80, fits_sm86;
+    } rows[] = {
+        {"hd512 AUTO (decode: 213,248 bytes)", 512, FMHA_KERNEL_AUTO, 0, false, false},
+        {"hd512 DECODE", 512, FMHA_KERNEL_DECODE, 0, false, false},
+        {"hd256 DECODE (205,056 bytes)", 256, FMHA_KERNEL_DECODE, 0, false, false},
+        {"hd256 AUTO, 4 splits (decode only)", 256, FMHA_KERNEL_AUTO, 4, false, false},
+        {"hd256 DECODE, 4 splits", 256, FMHA_KERNEL_DECODE, 4, false, false},
+        {"hd256 AUTO (falls back to portable)", 256, FMHA_KERNEL_AUTO, 0, true, true},
+        {"hd128 DECODE (102,656 bytes)", 128, FMHA_KERNEL_DECODE, 0, true, false},
+        {"hd128 DECODE, 4 splits", 128, FMHA_KERNEL_DECODE, 4, true, false},
+        {"hd128 AUTO", 128, FMHA_KERNEL_AUTO, 0, true, true},
+    };
+    for (const int sm : {80, 86}) {
+        const int optin = sm == 80 ? 166912 : 101376;
+        for (const Row &r : rows) {
+            Fake &f = fresh_fake(sm);
+            f.configure("smem_optin", optin);
+            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, r.hd, Layout::BSHD, 1, 4096);
+            d.kernel = r.kernel;
+            d.num_splits = r.splits;
+            const fmha_status expected = (sm == 80 ? r.fits_sm80 : r.fits_sm86)
+                                             ? FMHA_STATUS_SUCCESS
+                                             : FMHA_STATUS_NOT_SUPPORTED;
+            INFO("sm_" << sm << " with " << optin << " bytes: " << r.what);
+            const fmha_status current = fmha_check_support(&d, FMHA_SM_CURRENT_DEVICE);
+            INFO("current device: " << fmha_status_string(current) << ": "
+                                    << fmha_last_error_message());
+            const fmha_status by_sm = fmha_check_support(&d, sm);
+            INFO("sm " << sm << ": " << fmha_status_string(by_sm) << ": "
+                       << fmha_last_error_message());
+            Plan plan;
+            const fmha_status created = create(plan, d);
+            const std::string msg = fmha_last_error_message();
+            INFO("plan: " << fmha_status_string(created) << ": " << msg);
+            CHECK(current == expected);
+            CHECK(by_sm == expected);
+            CHECK(created == expected);
+            if (expected == FMHA_STATUS_SUCCESS) {
+                const fmha_plan_info i = info_of(plan.p);
+                CHECK(i.shared_memory_bytes <= optin);
+                if (r.kernel == FMHA_KERNEL_DECODE) CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
+                if (r.hd == 256 && r.kernel == FMHA_KERNEL_AUTO)
+                    CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+            } else {
+                CHECK(msg.find("shared memory") != std::string::npos);
+                CHECK(msg.find(std::to_string(optin)) != std::string::npos);
+            }
+        }
+    }
+}
+
+TEST_CASE("fake driver: a launch in a destroyed context gives CONTEXT_MISMATCH",
+          "[cpu][fake-driver]") {
+    const int kContextIsDestroyed = 709;  // CUDA_ERROR_CONTEXT_IS_DESTROYED (driver 580)
+    Fake &f = fresh_fake(80);
+    const fmha_tensors t = fake_tensors();
+    SECTION("fmha_run") {
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, make_desc()));
+        f.fail("cuLaunchKernel", kContextIsDestroyed);
+        FMHA_CHECK_STATUS(FMHA_STATUS_CONTEXT_MISMATCH, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+        CHECK(std::string(fmha_last_error_message()).find("CUDA_ERROR_CONTEXT_IS_DESTROYED") !=
+              std::string::npos);
+    }
+    SECTION("fmha_run of a split decode plan") {
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 4096);
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = 4;
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        f.fail("cuLaunchKernel", kContextIsDestroyed);
+        FMHA_CHECK_STATUS(FMHA_STATUS_CONTEXT_MISMATCH,
+                          fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+    }
+    SECTION("fmha_run_merge") {
+        fmha_merge_descriptor m;
+        REQUIRE(fmha_merge_descriptor_init(&m, FMHA_MERGE_DESCRIPTOR_VERSION) ==
+                FMHA_STATUS_SUCCESS);
+        m.batch = 1;
+        m.seqlen_q = 4;
+        m.num_heads = 2;
+        m.head_dim = 128;
+        m.num_parts = 2;
+        REQUIRE(fmha_strides_bshd(&m.part_strides, 4, 2, 128) == FMHA_STATUS_SUCCESS);
+        m.o_strides = m.part_strides;
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_create_merge_plan(&plan.p, &m));
+        const void *o_parts[] = {g_fake_memory, g_fake_memory + 256};
+        const float *lse_parts[] = {reinterpret_cast<const float *>(g_fake_memory + 512),
+                                    reinterpret_cast<const float *>(g_fake_memory + 768)};
+        f.fail("cuLaunchKernel", kContextIsDestroyed);
+        FMHA_CHECK_STATUS(FMHA_STATUS_CONTEXT_MISMATCH,
+                          fmha_run_merge(plan.p, o_parts, lse_parts, g_fake_memory + 1024,
+                                         nullptr, nullptr));
+    }
+    SECTION("making the plan's context current") {
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, make_desc()));
+        f.fail("cuCtxPushCurrent", kContextIsDestroyed);  // no context is current here
+        FMHA_CHECK_STATUS(FMHA_STATUS_CONTEXT_MISMATCH, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+    }
+    f.fail(nullptr, 0);
+    const fake_cuda_stats s = f.stats();
+    CHECK(s.context_pushes == s.context_pops);
+}
+
+TEST_CASE("fake driver: errors name the struct and field they come from",
+          "[cpu][fake-driver]") {
+    SECTION("merge_descriptor.device") {
+        Fake &f = fresh_fake(80);
+        f.configure("devices", 2);
+        fmha_merge_descriptor m;
+        REQUIRE(fmha_merge_descriptor_init(&m, FMHA_MERGE_DESCRIPTOR_VERSION) ==
+                FMHA_STATUS_SUCCESS);
+        m.batch = 1;
+        m.seqlen_q = 4;
+        m.num_heads = 2;
+        m.head_dim = 128;
+        m.num_parts = 2;
+        REQUIRE(fmha_strides_bshd(&m.part_strides, 4, 2, 128) == FMHA_STATUS_SUCCESS);
+        m.o_strides = m.part_strides;
+        m.device = 3;
+        Plan plan;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NO_DEVICE, fmha_create_merge_plan(&plan.p, &m));
+        CHECK(std::string(fmha_last_error_message()).find("merge_descriptor.device is 3") !=
+              std::string::npos);
+    }
+    SECTION("a zero stride the Hopper kernel cannot read") {
+        if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+        fresh_fake(90);
+        fmha_descriptor d = make_desc();
+        d.kernel = FMHA_KERNEL_HOPPER;
+        d.v_strides.batch = 0;
+        Plan plan;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, create(plan, d));
+        CHECK(std::string(fmha_last_error_message()).find("descriptor.v_strides.batch is 0") !=
+              std::string::npos);
+    }
 }

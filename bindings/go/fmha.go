@@ -168,7 +168,7 @@ type Descriptor struct {
 	NumKVHeads   int64
 	SeqlenQ      int64
 	SeqlenK      int64
-	HeadDim      int64 // of Q and K: 64, 96, 128 or 256
+	HeadDim      int64 // of Q and K: 64, 96, 128, 256 or 512
 	HeadDimV     int64 // of V and O; 0 means HeadDim
 	QStrides     Strides
 	KStrides     Strides
@@ -176,7 +176,7 @@ type Descriptor struct {
 	OStrides     Strides
 	SoftmaxScale float32 // 0 means 1/sqrt(HeadDim)
 	Mask         Mask
-	Flags        uint32 // FlagWriteLSE
+	Flags        uint32 // Flag* bits: FlagWriteLSE; FlagSinks (v2); FlagVarlenQ, FlagVarlenK, FlagSequsedK, FlagPagedKV (v3)
 	Kernel       KernelFamily
 	Device       int32 // CUDA ordinal used when no context is current
 	Reserved0    int32 // must be 0

@@ -545,7 +545,8 @@ impl Descriptor {
     }
     setters! {
         /// Split-KV parts per (sequence, head): 0 automatic (the default), 1
-        /// off, 2..128 exactly that many (decode kernel). The partial results
+        /// off, 2..128 exactly that many (AUTO then takes the decode kernel;
+        /// a forced Hopper kernel splits too, on sm_90). The partial results
         /// live in the plan's workspace.
         pub fn num_splits(num_splits: i32) => num_splits = num_splits;
     }

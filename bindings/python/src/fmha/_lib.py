@@ -9,10 +9,12 @@ Lookup order (first success wins):
 3. The system loader: ``ctypes.util.find_library("fmha")``, then
    ``libfmha.so.0``, then ``libfmha.so`` (``LD_LIBRARY_PATH``, ld.so.cache).
 
-A candidate that loads but lacks a function, or whose major version differs
-from the header these bindings mirror, is rejected with that reason and the
-search goes on. When every candidate fails, :class:`LibraryLoadError` lists
-each one and why it failed.
+A candidate that loads but lacks a function, or whose version does not
+match the header these bindings mirror (``_abi.FMHA_VERSION_*``: the same
+major version, and before 1.0 the same minor version too), is rejected with
+that reason, naming both versions, and the search goes on. When every
+candidate fails, :class:`LibraryLoadError` lists each one (its path or
+name) and why it failed.
 
 The library is loaded lazily, on first use, so ``import fmha`` works on a
 machine without it.
@@ -29,6 +31,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._abi import (
     FMHA_VERSION_MAJOR,
+    FMHA_VERSION_MINOR,
+    FMHA_VERSION_PATCH,
     FmhaDescriptor,
     FmhaMergeDescriptor,
     FmhaPlanInfo,
@@ -79,6 +83,7 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
 }
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_MIRRORED = f"{FMHA_VERSION_MAJOR}.{FMHA_VERSION_MINOR}.{FMHA_VERSION_PATCH}"
 
 _lock = threading.Lock()
 _loaded: Optional[ctypes.CDLL] = None
@@ -94,11 +99,19 @@ def _declare(lib: ctypes.CDLL) -> Optional[str]:
             return f"loaded, but has no symbol {name} (older or foreign library?)"
         fn.restype = restype
         fn.argtypes = argtypes
-    major = int(lib.fmha_version()) // 10000
+    number = int(lib.fmha_version())
+    major, minor = number // 10000, number // 100 % 100
+    found = f"libfmha {major}.{minor}.{number % 100}"
     if major != FMHA_VERSION_MAJOR:
         return (
-            f"loaded, but its ABI major version is {major} "
-            f"and these bindings mirror version {FMHA_VERSION_MAJOR}"
+            f"loaded, but it is {found}; these bindings mirror the {_MIRRORED} header and need "
+            f"{FMHA_VERSION_MAJOR}.x"
+        )
+    # Before 1.0 a minor release may change the struct layouts (fmha.h).
+    if major == 0 and minor != FMHA_VERSION_MINOR:
+        return (
+            f"loaded, but it is {found}; these bindings mirror the {_MIRRORED} header and need "
+            f"{FMHA_VERSION_MAJOR}.{FMHA_VERSION_MINOR}.x (before 1.0 the minor version must match too)"
         )
     return None
 

@@ -9,7 +9,7 @@ passed as keyword arguments everywhere (:func:`make_descriptor`,
 ``batch``          required, >= 1
 ``num_q_heads``    required, a multiple of ``num_kv_heads``
 ``seqlen_q``       required
-``head_dim``       required: 64, 96, 128 or 256 (library-dependent)
+``head_dim``       required: 64, 96, 128, 256 or 512 (library-dependent)
 ``num_kv_heads``   default ``num_q_heads`` (MHA)
 ``seqlen_k``       default ``seqlen_q``
 ``head_dim_v``     default: the library's (same as ``head_dim``)
@@ -25,7 +25,7 @@ passed as keyword arguments everywhere (:func:`make_descriptor`,
                    ``"bottom_right"``, a :class:`Mask`, or ``True`` (only
                    when ``seqlen_q == seqlen_k``, where both agree)
 ``write_lse``      bool, sets FMHA_FLAG_WRITE_LSE
-``kernel``         ``"auto"``, ``"portable"``, ``"hopper"`` or a
+``kernel``         ``"auto"``, ``"portable"``, ``"hopper"``, ``"decode"`` or a
                    :class:`KernelFamily`; default: the library's (AUTO)
 ``device``         CUDA ordinal used when no context is current; default:
                    the library's (0)

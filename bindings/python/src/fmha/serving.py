@@ -504,7 +504,8 @@ def attention_with_kvcache(
             ``[num_pages, num_kv_heads, page_size, head_dim]`` pool (HND)
             goes in as ``pool.transpose(1, 2)``, no copy.
         cache_seqlens: int32 ``[batch]`` device tensor of key counts, or a
-            single ``int`` used for every sequence (1 to the capacity).
+            single ``int`` used for every sequence (1 to the capacity); see
+            below for what each means for plans and CUDA graphs.
         block_table: int32 ``[batch, max_pages_per_seq]`` (row-major,
             contiguous): key j of sequence b is row ``j % page_size`` of
             page ``block_table[b, j // page_size]``. Entries in use must lie
@@ -528,8 +529,12 @@ def attention_with_kvcache(
     Returns:
         ``out``, or ``(out, lse)`` with ``return_lse``.
 
-    The descriptor depends on the cache's capacity, not on the current
-    lengths, so a decode loop reuses one cached plan.
+    With a tensor ``cache_seqlens`` (passed as ``seqused_k``, with
+    ``seqlen_k`` the cache's capacity) the descriptor does not depend on the
+    current lengths, so a decode loop reuses one cached plan and a captured
+    CUDA graph reads the lengths from the tensor at each replay. An ``int``
+    becomes ``seqlen_k`` itself: each new length makes a new plan, and a
+    captured graph keeps the length it was captured with.
     """
     key = _CALLS.key("kvcache", (q, k_cache, v_cache, cache_seqlens, block_table, cu_seqlens_q, max_seqlen_q,
                                  causal, softmax_scale, window, softcap, sinks, num_splits, return_lse, kernel,

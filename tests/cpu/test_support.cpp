@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -408,6 +409,45 @@ TEST_CASE("comparison: a correct output passes, each kind of defect is caught",
         std::memcpy(&o.lse[40], &kOutputPrefill32, 4);
         CHECK_FALSE(hc.compare(o).all_written);
     }
+}
+
+TEST_CASE("comparison: a long row is held to the error of rows of its magnitude",
+          "[cpu][support][compare]") {
+    // Causal 1000 x 1000: row 1 averages two V rows (|O| ~ 1), row 999 a
+    // thousand (|O| ~ 0.1), so the case's same-precision error comes from the
+    // short rows and would let the long ones be many times off.
+    Case c = dense_case(FMHA_DTYPE_BF16, 64, 1, 1, 1, 1000, 1000);
+    c.mask = FMHA_MASK_CAUSAL_TOP_LEFT;
+    c.seed = 7;
+    HostCase hc(c);
+    const Outputs good = hc.expected_outputs();
+    const Comparison ok = hc.compare(good);
+    INFO("detail: " << ok.detail);
+    REQUIRE(ok.o_ok);
+    CHECK(ok.ratio <= 1.0);
+
+    const int64_t D = c.head_dim, last = c.seqlen_q - 1;
+    double row_lowp = 0;
+    for (int64_t d = 0; d < D; ++d) {
+        const size_t ri = size_t(last * D + d);
+        row_lowp = std::max(row_lowp, std::fabs(hc.ref_lowp().o[ri] - hc.ref64().o[ri]));
+    }
+    // Within the case's bound (its own error plus 0.9 of the case's
+    // same-precision error), far beyond the row's own.
+    const double delta = 0.9 * ok.lowp_err;
+    INFO("case lowp " << ok.lowp_err << ", last row lowp " << row_lowp);
+    REQUIRE(delta > 8 * row_lowp);
+    Outputs o = good;
+    const TensorLayout &ol = hc.o_layout;
+    const size_t at = size_t(ol.offset + element_offset(ol.strides, 0, last, 0, 3));
+    o.o[at] = float_to_bf16(bf16_to_float(o.o[at]) + float(delta));
+    const Comparison r = hc.compare(o);
+    INFO("detail: " << r.detail);
+    CHECK(r.max_err <= 2 * r.lowp_err);  // the whole-case rule alone would pass it
+    CHECK_FALSE(r.o_ok);
+    CHECK(r.ratio > 2);
+    CHECK(r.detail.find("among rows") != std::string::npos);
+    CHECK(r.detail.find("row=999, d=3") != std::string::npos);
 }
 
 TEST_CASE("broadcast K/V: one batch read with stride 0", "[cpu][support][reference]") {

@@ -128,7 +128,7 @@ MergeCheck check_merged(fmha_dtype dt, int64_t B, int64_t H, int64_t Sq, int64_t
                 const double err = std::fabs(double(got) - ref);
                 m.lse_lowp_err = std::max(m.lse_lowp_err, std::fabs(rlp.lse[row] - ref));
                 m.lse_err = std::max(m.lse_err, err);
-                if (!(err <= 1e-3 * (1 + std::fabs(ref)))) m.lse_rows_within_tol = false;
+                if (!(err <= kLseRelTol * (1 + std::fabs(ref)))) m.lse_rows_within_tol = false;
             }
     for (size_t at = 0; at < o.size(); ++at)
         if (!logical[at] && o[at] != (gaps ? (*gaps)[at] : kOutputPrefill16)) {

@@ -136,10 +136,9 @@ void finish(const char *label, Stats &st) {
     std::fflush(stdout);
     CHECK_FALSE(st.aborted);
     CHECK(st.failed == 0);
-    const std::vector<fmha_kernel_family> fams = serving_families();
-    // (An explicit Hopper kernel may decline every case; a filter may select none.)
-    const bool hopper_only = fams.size() == 1 && fams[0] == FMHA_KERNEL_HOPPER;
-    if (!hopper_only && !std::getenv("FMHA_TEST_CASE")) CHECK(st.passed > 0);
+    // Every suite has cases each family runs (the Hopper kernel only where the
+    // prologue found sm_90); a filter may select none.
+    if (!std::getenv("FMHA_TEST_CASE")) CHECK(st.passed > 0);
 }
 
 }  // namespace
@@ -465,7 +464,7 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
                                                   << " (relative); O allowed "
                                                   << 3 * base.cmp.lowp_err + 1e-6);
             CHECK(g.o_diff <= 3 * base.cmp.lowp_err + 1e-6);
-            CHECK(g.lse_diff <= 1e-3);
+            CHECK(g.lse_diff <= 2 * kLseRelTol);
             CHECK(g.same_inf);
         }
     }

@@ -324,7 +324,5 @@ TEST_CASE("sanitizer subset", "[gpu][sanitize]") {
                 c.seed = case_seed(base_seed(), i++);
                 cases.push_back(c);
             }
-    SweepStats st = run_cases("sanitize subset", cases);
-    CHECK_FALSE(st.aborted);
-    CHECK(st.failed == 0);
+    check_sweep(run_cases("sanitize subset", cases));
 }

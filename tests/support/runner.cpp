@@ -228,13 +228,14 @@ Comparison HostCase::compare(const Outputs &out) {
                 const size_t row = size_t((b * c.num_q_heads + h) * c.seqlen_q + i);
                 const bool masked = std::isinf(r64.lse[row]);
                 if (masked) ++cmp.masked_rows;
+                const int row_class = magnitude_class(&r64.o[row * size_t(D)], D);
                 for (int64_t d = 0; d < D; ++d) {
                     const size_t at = size_t(o_layout.offset +
                                              element_offset(o_layout.strides, b, i, h, d));
                     logical[at] = 1;
                     const size_t ri = row * size_t(D) + size_t(d);
                     const double err =
-                        check_o_element(cmp, out.o[at], dt, r64.o[ri], rlp.o[ri], masked,
+                        check_o_element(cmp, out.o[at], dt, r64.o[ri], rlp.o[ri], row_class, masked,
                                         "a fully masked row", [&] { return where(b, h, i, d); });
                     if (err < 0) continue;
                     if (!(err <= cmp.max_err)) {
@@ -300,8 +301,9 @@ std::string CaseResult::summary(const Case &c) const {
     s << (passed() ? "ok   " : "FAIL ") << c.name();
     if (append_run_failure(s, status, error)) return s.str();
     char buf[200];
-    std::snprintf(buf, sizeof buf, " | kernel %s err %.3g lowp %.3g ratio %.2f lse_err %.3g",
-                  kernel_name.c_str(), cmp.max_err, cmp.lowp_err, cmp.ratio, cmp.lse_err);
+    std::snprintf(buf, sizeof buf, " | kernel %s err %.3g lowp %.3g ratio %.2f lse_err %.3g lse_rel %.3g",
+                  kernel_name.c_str(), cmp.max_err, cmp.lowp_err, cmp.ratio, cmp.lse_err,
+                  cmp.lse_rel_err);
     s << buf;
     append_defects(s, guards_ok, bitwise_identical_rerun, cmp, "wrote outside the view",
                    "masked rows wrong");

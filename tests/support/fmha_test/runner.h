@@ -52,15 +52,31 @@ struct Outputs {
     static Outputs download(const DeviceBuffer &o, const DeviceBuffer &lse, bool with_lse);
 };
 
+// An fp32 LSE (max and sum in fp32, hardware exp2/log2, softcap's tanh)
+// measured within 5.3e-6 (1 + |ref|) of float64 over the GPU suites' 3,600
+// runs; the bound keeps a 10x margin.
+constexpr double kLseRelTol = 5e-5;
+
 // Result of comparing one run's outputs with the references.
 struct Comparison {
     double max_err = 0;     // max |kernel - ref64| over O
     double lowp_err = 0;    // max |same-precision ref - ref64| over O
-    double ratio = 0;       // max_err / max(lowp_err, 5e-7)
-    bool o_ok = false;      // 2x rule: max_err <= 2*lowp_err + 1e-6
+    double ratio = 0;       // the larger of the whole-case and the per-class ratio
+    bool o_ok = false;      // 2x rule over the case and per magnitude class (below)
+    // The 2x rule again per magnitude class of rows: class k holds the rows
+    // whose largest |ref64| lies in [2^(k-kClassBias), 2^(k-kClassBias+1)).
+    // Short rows (a few keys: O ~ one V row) have errors tens of times those
+    // of long rows (O an average of thousands), so one bound per case would
+    // let a long row be far off; a class is held to 2x the same-precision
+    // error of its own class and its two neighbours.
+    static constexpr int kClasses = 40, kClassBias = 32;
+    double class_err[kClasses] = {};
+    double class_lowp[kClasses] = {};
+    std::string class_worst[kClasses];  // the element with class_err, named
     double lse_err = 0;     // max |kernel - ref64| over finite LSE rows
+    double lse_rel_err = 0;  // max |kernel - ref64| / (1 + |ref64|) over them
     double lse_lowp_err = 0;
-    bool lse_ok = true;     // every row within 1e-3*(1+|lse|), or the 2x rule on LSE
+    bool lse_ok = true;     // every row within 5e-5*(1+|lse|), or the 2x rule on LSE
     bool all_written = false;     // no NaN left in the logical O (and LSE)
     bool gaps_untouched = false;  // O elements outside the view kept the prefill
     int64_t masked_rows = 0;      // rows that see no key

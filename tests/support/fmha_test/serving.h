@@ -264,8 +264,9 @@ public:
 // Why fmha.h says `d.kernel` cannot run `d` (NOT_SUPPORTED is then an
 // answer, not a failure), or nullptr where the header documents no such
 // limit: PORTABLE with head_dim 512 or num_splits >= 2; an explicitly
-// requested HOPPER kernel (as the existing sweep treats it).
-const char *documented_unsupported(const fmha_descriptor &d);
+// requested HOPPER kernel (as the existing sweep treats it); a kernel whose
+// shared memory the device lacks (`error`: plan creation's message).
+const char *documented_unsupported(const fmha_descriptor &d, const std::string &error = {});
 
 // One run of a serving case on one kernel family and split count.
 struct ServingRun {

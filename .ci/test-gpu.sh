@@ -19,7 +19,13 @@
 # Logs go to ${OUT:-/tmp/fmha-out}/ (one file per step). A compact summary is
 # printed at the end; the exit status is non-zero if any step failed.
 # A GPU test binary that finds no GPU counts as a failure here unless
-# FMHA_ALLOW_NO_GPU=1 (this script is meant for machines with one).
+# FMHA_ALLOW_NO_GPU=1 (this script is meant for machines with one). A step
+# that ran zero cases (a sanitizer subset, the sweep, ctest, pytest) fails.
+#
+# Random inputs: every run picks a fresh base seed FMHA_TEST_SEED (read by the
+# C++ tests, tests/support/random.cpp, and the Python tests, seeds.py) unless
+# it is set; it is printed first and in the summary. To repeat a run:
+#   FMHA_TEST_SEED=N .ci/test-gpu.sh
 set -u
 
 build=${FMHA_BUILD_DIR:-build}
@@ -28,6 +34,22 @@ steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pyte
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
+
+# The base seed: decimal (or 0x hex) as strtoull(s, NULL, 0) reads it in the
+# C++ tests; fresh ones are 32-bit decimals (also fine for torch.manual_seed).
+if [ -z "${FMHA_TEST_SEED:-}" ]; then
+    FMHA_TEST_SEED=$(od -An -N4 -tu4 /dev/urandom 2>/dev/null | tr -d ' \n')
+    [ -n "$FMHA_TEST_SEED" ] || FMHA_TEST_SEED=$(( (RANDOM << 17) ^ (RANDOM << 8) ^ RANDOM ))
+    seed_origin="fresh"
+else
+    seed_origin="given"
+fi
+if ! [[ "$FMHA_TEST_SEED" =~ ^(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$ ]]; then
+    echo "test-gpu.sh: FMHA_TEST_SEED='$FMHA_TEST_SEED' is not a decimal or 0x hex number" >&2
+    exit 2
+fi
+export FMHA_TEST_SEED
+echo "test-gpu.sh: FMHA_TEST_SEED=$FMHA_TEST_SEED ($seed_origin; repeat with FMHA_TEST_SEED=$FMHA_TEST_SEED .ci/test-gpu.sh)"
 # The programs find libfmha.so through their RUNPATH; this also covers a build
 # directory that was copied to another path.
 export LD_LIBRARY_PATH="$(cd "$build" 2>/dev/null && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -62,6 +84,8 @@ judge_gpu_run() {  # judge_gpu_run STEP RC LOG
     if [ "$rc" -eq 77 ] || { [ "$rc" -eq 0 ] && skipped_for_no_gpu "$log"; }; then
         if [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then record "$step" SKIP "no GPU (see $log)"
         else record "$step" FAIL "no GPU found by the tests (see $log)"; fi
+    elif [ "$rc" -eq 0 ] && [ "${detail%% cases*}" = 0 ]; then
+        record "$step" FAIL "gpu sweep ran 0 cases; see $log"
     elif [ "$rc" -eq 0 ]; then
         record "$step" PASS "${detail:-ok}"
     else
@@ -103,9 +127,11 @@ for step in $steps; do
         ctest --test-dir "$build" -V --output-on-failure -LE bindings >"$log" 2>&1
         rc=$?
         totals=$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1)
+        ran=$(printf '%s\n' "$totals" | sed -n -E 's/.* out of ([0-9]+).*/\1/p')
         skipped=$(grep -c -- '\*\*\*Skipped' "$log")
         detail="${totals:-no ctest summary}; $skipped skipped; $(sweep_line "$log")"
         if [ "$rc" -ne 0 ]; then record ctest FAIL "$detail"
+        elif [ "${ran:-0}" -eq 0 ]; then record ctest FAIL "ran 0 tests (${totals:-no ctest summary}); see $log"
         elif grep -q -- 'gpu.*\*\*\*Skipped' "$log" && [ "${FMHA_ALLOW_NO_GPU:-0}" != 1 ]; then
             record ctest FAIL "GPU tests skipped on a GPU machine; $detail"
         else record ctest PASS "$detail"; fi
@@ -140,12 +166,30 @@ for step in $steps; do
             [ "$rc" -ne 0 ] && worst=$rc
         done
         errors=$(grep -h -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tr '\n' ' ')
-        if [ "$worst" -eq 0 ] && grep -q 'sanitize subset: [0-9]* cases' "$log"; then
-            record "$step" PASS "kernels: $kernels; ${errors:-no summary line}"
-        elif [ "$worst" -eq 77 ] && [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then
+        # Each kernel's run must report cases from both subsets: "sanitize
+        # subset: N cases, ..." and "serving sanitize: N cases, R runs: ...".
+        # A missing line or a 0 means the sanitizer checked nothing there.
+        counts="" zero=""
+        for k in $kernels; do
+            section=$(sed -n "/^---- FMHA_TEST_KERNEL=$k\$/,/^---- exit /p" "$log")
+            dense=$(printf '%s\n' "$section" | grep -o 'sanitize subset: [0-9]* cases' | tail -n 1 | tr -dc '0-9')
+            serving=$(printf '%s\n' "$section" | grep -o 'serving sanitize: [0-9]* cases, [0-9]* runs' | tail -n 1)
+            serving_cases=$(printf '%s\n' "$serving" | sed -n -E 's/.*: ([0-9]+) cases.*/\1/p')
+            serving_runs=$(printf '%s\n' "$serving" | sed -n -E 's/.* ([0-9]+) runs$/\1/p')
+            counts+="$k ${dense:-?}+${serving_cases:-?} cases; "
+            [ "${dense:-0}" -gt 0 ] || zero+=" $k: [sanitize] ran ${dense:-no} cases;"
+            if [ "${serving_cases:-0}" -eq 0 ] || [ "${serving_runs:-0}" -eq 0 ]; then
+                zero+=" $k: [serving-sanitize] ran ${serving_cases:-no} cases, ${serving_runs:-no} runs;"
+            fi
+        done
+        if [ "$worst" -eq 77 ] && [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then
             record "$step" SKIP "no GPU"
+        elif [ "$worst" -ne 0 ]; then
+            record "$step" FAIL "exit $worst; ${counts}${errors}see $log"
+        elif [ -n "$zero" ]; then
+            record "$step" FAIL "0 cases checked:${zero} see $log"
         else
-            record "$step" FAIL "exit $worst; ${errors}see $log"
+            record "$step" PASS "${counts}${errors:-no summary line}"
         fi
         ;;
     demo)
@@ -173,8 +217,11 @@ for step in $steps; do
             python3 -m pytest bindings/python/tests \
             -q -m gpu -p no:cacheprovider >"$log" 2>&1
         rc=$?
-        detail=$(grep -E '^[0-9]+ (passed|failed)' "$log" | tail -n 1)
-        if [ "$rc" -eq 0 ] && grep -qE '^[0-9]+ passed' "$log"; then record pytest PASS "$detail"
+        detail=$(grep -E '^[0-9]+ (passed|failed|skipped|deselected|errors?)\b|^no tests ran' "$log" | tail -n 1)
+        passed=$(printf '%s\n' "$detail" | grep -o -E '[0-9]+ passed' | tr -dc '0-9')
+        seed_line=$(grep -h -o 'FMHA_TEST_SEED=[^ ]* (from' "$log" | head -n 1 | sed 's/ (from//')
+        if [ "$rc" -eq 0 ] && [ "${passed:-0}" -gt 0 ]; then record pytest PASS "$detail${seed_line:+; $seed_line}"
+        elif [ "$rc" -eq 0 ]; then record pytest FAIL "ran 0 tests (${detail:-no pytest summary}); see $log"
         else record pytest FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
         ;;
     bench)
@@ -208,6 +255,7 @@ done
 echo
 echo "==== libfmha GPU test summary (device sm_${sm:-unknown}) ===="
 for line in "${summary[@]}"; do echo "$line"; done
+echo "seed: FMHA_TEST_SEED=$FMHA_TEST_SEED ($seed_origin); repeat: FMHA_TEST_SEED=$FMHA_TEST_SEED FMHA_CI_STEPS='$steps' .ci/test-gpu.sh"
 if [ "$failed" -ne 0 ]; then
     echo "RESULT: FAIL (logs in $out)"
     exit 1

@@ -17,6 +17,7 @@ from typing import Any, Callable, Tuple
 
 import pytest
 from gpu_support import require_torch_cuda
+from seeds import seed_for
 
 torch = require_torch_cuda()
 
@@ -29,7 +30,8 @@ DEVICE = torch.device("cuda", torch.cuda.current_device())
 
 
 def randn(*shape: int, seed: int, dtype=torch.bfloat16) -> torch.Tensor:
-    gen = torch.Generator(device=DEVICE).manual_seed(seed)
+    """Random data; ``seed`` mixed with $FMHA_TEST_SEED (seeds.py): distinct seeds, distinct data."""
+    gen = torch.Generator(device=DEVICE).manual_seed(seed_for("call-forms", seed))
     return torch.randn(*shape, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype)
 
 
@@ -99,7 +101,7 @@ def test_kvcache_paged_packed_queries_caller_workspace() -> None:
     def make(seed: int):
         q = randn(7, 8, 64, seed=seed)  # packed rows of 3 sequences: 2, 1, 4
         pool_k, pool_v = randn(40, 16, 2, 64, seed=seed + 1), randn(40, 16, 2, 64, seed=seed + 2)
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed_for("call-forms-table", seed))
         table = torch.randperm(40, generator=gen)[:36].reshape(3, 12).to(torch.int32).to(DEVICE)
         if "bytes" not in plan_ws:
             d = fmha.describe_with_kvcache(q, pool_k, pool_v, i32([150, 33, 190]), block_table=table,

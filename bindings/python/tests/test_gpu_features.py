@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 import pytest
 from gpu_support import require_torch_cuda, softmax_times_v, visible_keys
+from seeds import seed_for
 
 torch = require_torch_cuda()
 
@@ -55,7 +56,7 @@ CASES = [
 @pytest.mark.parametrize("lengths", [(300, 1000), (1000, 300), (257, 257)], ids=lambda x: f"{x[0]}x{x[1]}")
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
 def test_features_match_reference(dtype, lengths, case) -> None:
-    torch.manual_seed(hash((str(dtype), lengths, str(case))) & 0xFFFF)
+    torch.manual_seed(seed_for("features", str(dtype), lengths, str(case)))  # $FMHA_TEST_SEED, see seeds.py
     sq, sk = lengths
     b, hq, hk, d = 2, 8, 2, 128
     q = torch.randn(b, sq, hq, d, dtype=dtype, device="cuda")
@@ -77,7 +78,7 @@ def test_features_match_reference(dtype, lengths, case) -> None:
     finite = torch.isfinite(ref_lse)
     assert torch.equal(finite, torch.isfinite(lse)), "LSE -inf rows differ"
     lerr = (lse.double() - ref_lse)[finite].abs().max().item() if finite.any() else 0.0
-    assert lerr <= 1e-3 * (1 + ref_lse[finite].abs().max().item()), f"LSE error {lerr:.3g}"
+    assert lerr <= 1e-4 * (1 + ref_lse[finite].abs().max().item()), f"LSE error {lerr:.3g}"
 
 
 def test_sinks_are_required_when_planned() -> None:

@@ -103,6 +103,20 @@ fmha_descriptor make_desc(fmha_dtype dt = FMHA_DTYPE_BF16, int64_t hd = 128,
     return d;
 }
 
+// Two BSHD parts of 4 rows x 2 heads x 128 merged into one.
+fmha_merge_descriptor make_merge_desc() {
+    fmha_merge_descriptor m;
+    REQUIRE(fmha_merge_descriptor_init(&m, FMHA_MERGE_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
+    m.batch = 1;
+    m.seqlen_q = 4;
+    m.num_heads = 2;
+    m.head_dim = 128;
+    m.num_parts = 2;
+    REQUIRE(fmha_strides_bshd(&m.part_strides, 4, 2, 128) == FMHA_STATUS_SUCCESS);
+    m.o_strides = m.part_strides;
+    return m;
+}
+
 // Never dereferenced by the fake: only alignment matters.
 alignas(256) unsigned char g_fake_memory[4096];
 
@@ -1588,16 +1602,7 @@ TEST_CASE("fake driver: a launch in a destroyed context gives CONTEXT_MISMATCH",
                           fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
     }
     SECTION("fmha_run_merge") {
-        fmha_merge_descriptor m;
-        REQUIRE(fmha_merge_descriptor_init(&m, FMHA_MERGE_DESCRIPTOR_VERSION) ==
-                FMHA_STATUS_SUCCESS);
-        m.batch = 1;
-        m.seqlen_q = 4;
-        m.num_heads = 2;
-        m.head_dim = 128;
-        m.num_parts = 2;
-        REQUIRE(fmha_strides_bshd(&m.part_strides, 4, 2, 128) == FMHA_STATUS_SUCCESS);
-        m.o_strides = m.part_strides;
+        fmha_merge_descriptor m = make_merge_desc();
         Plan plan;
         FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_create_merge_plan(&plan.p, &m));
         const void *o_parts[] = {g_fake_memory, g_fake_memory + 256};
@@ -1624,16 +1629,7 @@ TEST_CASE("fake driver: errors name the struct and field they come from",
     SECTION("merge_descriptor.device") {
         Fake &f = fresh_fake(80);
         f.configure("devices", 2);
-        fmha_merge_descriptor m;
-        REQUIRE(fmha_merge_descriptor_init(&m, FMHA_MERGE_DESCRIPTOR_VERSION) ==
-                FMHA_STATUS_SUCCESS);
-        m.batch = 1;
-        m.seqlen_q = 4;
-        m.num_heads = 2;
-        m.head_dim = 128;
-        m.num_parts = 2;
-        REQUIRE(fmha_strides_bshd(&m.part_strides, 4, 2, 128) == FMHA_STATUS_SUCCESS);
-        m.o_strides = m.part_strides;
+        fmha_merge_descriptor m = make_merge_desc();
         m.device = 3;
         Plan plan;
         FMHA_CHECK_STATUS(FMHA_STATUS_NO_DEVICE, fmha_create_merge_plan(&plan.p, &m));

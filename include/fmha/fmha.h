@@ -215,9 +215,10 @@ typedef struct fmha_strides {
  *  cache). It overrides the length from cu_seqlens_k or seqlen_k; a larger
  *  value is clamped to seqlen_k and, for packed K/V, to the sequence's
  *  cu_seqlens_k length (a host copy given to fmha_check_block_table must
- *  instead hold each value in [0, seqlen_k]). The rows past it must still be memory of K and V as
- *  the descriptor describes them (a dense cache: seqlen_k rows per
- *  sequence): the decode kernel may read them, and never uses them. */
+ *  instead hold each value in [0, seqlen_k]). The rows past it must still
+ *  be memory of K and V as the descriptor describes them (a dense cache:
+ *  seqlen_k rows per sequence): the decode kernel may read them, and never
+ *  uses them. */
 #define FMHA_FLAG_SEQUSED_K 0x10u
 /** Paged KV cache (version 3): K and V are [num_pages, page_size,
  *  kv_heads, dim] with k_strides.batch / v_strides.batch the page stride;

@@ -301,7 +301,8 @@ std::string CaseResult::summary(const Case &c) const {
     s << (passed() ? "ok   " : "FAIL ") << c.name();
     if (append_run_failure(s, status, error)) return s.str();
     char buf[200];
-    std::snprintf(buf, sizeof buf, " | kernel %s err %.3g lowp %.3g ratio %.2f lse_err %.3g lse_rel %.3g",
+    std::snprintf(buf, sizeof buf,
+                  " | kernel %s err %.3g lowp %.3g ratio %.2f lse_err %.3g lse_rel %.3g",
                   kernel_name.c_str(), cmp.max_err, cmp.lowp_err, cmp.ratio, cmp.lse_err,
                   cmp.lse_rel_err);
     s << buf;

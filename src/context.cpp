@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -53,8 +54,44 @@ struct ModuleKey {
     }
 };
 
+// One (context, image) pair's module. Its own lock is held while the image
+// loads, so a pair loads once while other pairs (another device, another
+// family) load at the same time.
+struct ModuleSlot {
+    std::mutex load_mutex;
+    CUmodule module = nullptr;  // null until a load succeeds
+};
+
+// Guards the map only; never held across a driver call.
 std::mutex g_modules_mutex;
-std::map<ModuleKey, CUmodule> g_modules;  // kept until process exit: functions outlive plans
+// Kept until process exit: functions outlive plans. Context ids are never
+// reused, so a destroyed context's entries are never looked up again.
+std::map<ModuleKey, std::unique_ptr<ModuleSlot>> g_modules;
+
+ModuleSlot &module_slot(const ModuleKey &key) {
+    std::lock_guard<std::mutex> lock(g_modules_mutex);
+    std::unique_ptr<ModuleSlot> &slot = g_modules[key];
+    if (!slot) slot.reset(new ModuleSlot);
+    return *slot;  // the map never erases, so the slot stays where it is
+}
+
+fmha_status load_module(const Driver &drv, CUcontext ctx, const EmbeddedImage &image,
+                        CUmodule *out) {
+    ScopedContext scope(drv, ctx);
+    FMHA_TRY(scope.status());
+    char log[4096] = "";
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {log, reinterpret_cast<void *>(sizeof log)};
+    CUresult res = drv.module_load_data_ex(out, image.begin, 2, opts, vals);
+    if (res != CUDA_SUCCESS) {
+        driver_fail(drv, res, "cuModuleLoadDataEx");
+        return fail(FMHA_STATUS_DRIVER_ERROR,
+                    "loading the %s image for sm_%d%s failed: %s (JIT log: %.300s)",
+                    image.family, image.sm, image.is_ptx ? " (PTX)" : "",
+                    fmha_last_error_message(), log);
+    }
+    return FMHA_STATUS_SUCCESS;
+}
 
 }  // namespace
 
@@ -102,26 +139,15 @@ fmha_status load_function(const Driver &drv, CUcontext ctx, const EmbeddedImage 
                           const char *kernel_name, CUfunction *out) {
     unsigned long long ctx_id = 0;
     FMHA_CU(drv, ctx_get_id(ctx, &ctx_id));
-    std::lock_guard<std::mutex> lock(g_modules_mutex);
+    ModuleSlot &slot = module_slot(ModuleKey{ctx_id, &image});
     CUmodule module = nullptr;
-    auto it = g_modules.find(ModuleKey{ctx_id, &image});
-    if (it != g_modules.end()) {
-        module = it->second;
-    } else {
-        ScopedContext scope(drv, ctx);
-        FMHA_TRY(scope.status());
-        char log[4096] = "";
-        CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-        void *vals[] = {log, reinterpret_cast<void *>(sizeof log)};
-        CUresult res = drv.module_load_data_ex(&module, image.begin, 2, opts, vals);
-        if (res != CUDA_SUCCESS) {
-            driver_fail(drv, res, "cuModuleLoadDataEx");
-            return fail(FMHA_STATUS_DRIVER_ERROR,
-                        "loading the %s image for sm_%d%s failed: %s (JIT log: %.300s)",
-                        image.family, image.sm, image.is_ptx ? " (PTX)" : "",
-                        fmha_last_error_message(), log);
+    {
+        std::lock_guard<std::mutex> lock(slot.load_mutex);
+        if (slot.module == nullptr) {
+            FMHA_TRY(load_module(drv, ctx, image, &module));  // a failed load is retried next time
+            slot.module = module;
         }
-        g_modules.emplace(ModuleKey{ctx_id, &image}, module);
+        module = slot.module;
     }
     CUresult res = drv.module_get_function(out, module, kernel_name);
     if (res != CUDA_SUCCESS) {

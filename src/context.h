@@ -30,8 +30,9 @@ void release_context(const Driver &drv, const DeviceContext &dc);
 // leaving out the context: no side effect beyond cuInit.
 fmha_status query_device(const Driver &drv, int ordinal, DeviceContext *out);
 
-// Loads `image` into `ctx` once (cached per context id, thread-safe) and
-// returns `kernel_name` from it.
+// Loads `image` into `ctx` once (cached per context id, thread-safe: loads of
+// one pair wait for each other, loads of different pairs run concurrently)
+// and returns `kernel_name` from it.
 fmha_status load_function(const Driver &drv, CUcontext ctx, const EmbeddedImage &image,
                           const char *kernel_name, CUfunction *out);
 

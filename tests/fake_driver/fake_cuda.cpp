@@ -5,6 +5,8 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -38,7 +40,9 @@ struct Function {
 
 struct State {
     std::mutex mu;
+    std::condition_variable loads_changed;  // with mu: loads_in_progress moved
     int sm = 80, devices = 1, sms = 132, smem_optin = 227 * 1024, driver_version = 12080;
+    int load_rendezvous = 0, loads_in_progress = 0;
     std::string fail_entry;
     CUresult fail_result = CUDA_SUCCESS;
     fake_cuda_stats stats{};
@@ -268,9 +272,19 @@ CUresult module_load_data_ex(CUmodule *mod, const void *image, unsigned int, CUj
             return CUDA_ERROR_INVALID_IMAGE;
         m->ptx = true;
     }
-    std::lock_guard<std::mutex> lock(st().mu);
-    ++st().stats.module_loads;
-    if (m->ptx) ++st().stats.module_loads_ptx;
+    State &s = st();
+    std::unique_lock<std::mutex> lock(s.mu);
+    ++s.loads_in_progress;
+    if (s.loads_in_progress > s.stats.max_concurrent_loads)
+        s.stats.max_concurrent_loads = s.loads_in_progress;
+    s.loads_changed.notify_all();
+    // A test of concurrent loads: wait for the others (a caller that
+    // serializes loads makes this time out, and the maximum stays low).
+    s.loads_changed.wait_for(lock, std::chrono::seconds(2),
+                             [&] { return s.loads_in_progress >= s.load_rendezvous; });
+    --s.loads_in_progress;
+    ++s.stats.module_loads;
+    if (m->ptx) ++s.stats.module_loads_ptx;
     *mod = reinterpret_cast<CUmodule>(owned(st().modules, std::move(m)));
     return CUDA_SUCCESS;
 }
@@ -468,6 +482,7 @@ FAKE_EXPORT void fake_cuda_reset(void) {
     State &s = st();
     std::lock_guard<std::mutex> lock(s.mu);
     s.sm = 80, s.devices = 1, s.sms = 132, s.smem_optin = 227 * 1024;
+    s.load_rendezvous = 0;
     s.fail_entry.clear();
     s.fail_result = CUDA_SUCCESS;
     const int retained = s.stats.primary_retained;  // a balance, not a counter
@@ -486,6 +501,7 @@ FAKE_EXPORT void fake_cuda_configure(const char *key, long long value) {
     else if (k == "sms") s.sms = int(value);
     else if (k == "smem_optin") s.smem_optin = int(value);
     else if (k == "driver_version") s.driver_version = int(value);
+    else if (k == "load_rendezvous") s.load_rendezvous = int(value);
 }
 
 FAKE_EXPORT void fake_cuda_fail(const char *entry, int result) {

@@ -50,6 +50,8 @@ typedef struct fake_cuda_stats {
      * must not happen inside fmha_run (graph capture safety). */
     int calls_in_run_not_allowed;
     char last_not_allowed[64];
+    /* Most cuModuleLoadDataEx calls in progress at once. */
+    int max_concurrent_loads;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_reset_fn)(void);
@@ -65,7 +67,10 @@ typedef void (*fake_cuda_pop_fn)(void);
 /* Exported by the fake:
  *   void  fake_cuda_reset(void);               defaults, counters to 0
  *   void  fake_cuda_configure(key, value);     "sm", "devices", "sms",
- *                                              "smem_optin", "driver_version"
+ *                                              "smem_optin", "driver_version",
+ *                                              "load_rendezvous": a module load
+ *                                              waits (up to 2 s) until this
+ *                                              many loads are in progress
  *   void  fake_cuda_fail(entry, CUresult);     make an entry point fail
  *                                              (entry NULL: clear)
  *   void  fake_cuda_get_stats(out);

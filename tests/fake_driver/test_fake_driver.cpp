@@ -680,6 +680,49 @@ TEST_CASE("fake driver: one module load per context and image", "[cpu][fake-driv
     }
 }
 
+// Plan creation on two contexts loads their modules at the same time (a
+// server creating plans for each of its GPUs at start-up), while one context's
+// image is loaded once however many threads ask for it together.
+TEST_CASE("fake driver: module loads of different contexts run concurrently",
+          "[cpu][fake-driver][threads]") {
+    Fake &f = fresh_fake(80);
+    auto create_on = [&](void *ctx, fmha_status *st) {
+        f.push(ctx);
+        fmha_plan *p = nullptr;
+        const fmha_descriptor d = make_desc();
+        *st = fmha_create_plan(&p, &d);
+        fmha_destroy_plan(p);
+        f.pop();
+    };
+    SECTION("two contexts: both loads in progress together") {
+        f.configure("load_rendezvous", 2);
+        void *a = f.context(0, next_context_id()), *b = f.context(0, next_context_id());
+        const int loads = f.stats().module_loads;
+        fmha_status sa = FMHA_STATUS_INTERNAL_ERROR, sb = FMHA_STATUS_INTERNAL_ERROR;
+        std::thread ta(create_on, a, &sa), tb(create_on, b, &sb);
+        ta.join();
+        tb.join();
+        CHECK(sa == FMHA_STATUS_SUCCESS);
+        CHECK(sb == FMHA_STATUS_SUCCESS);
+        CHECK(f.stats().module_loads == loads + 2);
+        CHECK(f.stats().max_concurrent_loads == 2);
+    }
+    SECTION("one context, six threads: one load") {
+        // A second load of the pair would meet the first at the rendezvous;
+        // the first instead waits it out alone and the others reuse it.
+        f.configure("load_rendezvous", 2);
+        void *ctx = f.context(0, next_context_id());
+        const int loads = f.stats().module_loads;
+        std::vector<fmha_status> st(6, FMHA_STATUS_INTERNAL_ERROR);
+        std::vector<std::thread> pool;
+        for (size_t n = 0; n < st.size(); ++n) pool.emplace_back(create_on, ctx, &st[n]);
+        for (auto &th : pool) th.join();
+        for (fmha_status s : st) CHECK(s == FMHA_STATUS_SUCCESS);
+        CHECK(f.stats().module_loads == loads + 1);
+        CHECK(f.stats().max_concurrent_loads == 1);
+    }
+}
+
 TEST_CASE("fake driver: run-time argument checks need a plan, not a GPU", "[cpu][fake-driver][run]") {
     for (int sm : {80, 90}) {
         Fake &f = fresh_fake(sm);

@@ -186,9 +186,10 @@ struct Part {
     std::vector<float> host_lse;
 };
 
-void run_parts_case(const PartsCase &pc, uint64_t seed) {
+void run_parts_case(const PartsCase &unseeded, uint64_t seed) {
+    PartsCase pc = unseeded;
+    pc.full.seed = seed;  // the printed name then shows the seed of these inputs
     Case c = pc.full;
-    c.seed = seed;
     c.mask = FMHA_MASK_NONE;
     c.write_lse = true;
     c.kernel = FMHA_KERNEL_AUTO;
@@ -516,8 +517,9 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
     const std::vector<float> got_lse = download_all<float>(out_lse);
     const MergeCheck m = check_merged(hp.dtype, B, H, Sq, D, ol, got, &got_lse,
                                       merge_reference_fp64(in), merge_reference_lowp(in));
-    std::printf("merge (host parts): %s hd%lld %d parts: %s\n", dtype_name(hp.dtype),
-                (long long)D, hp.num_parts, describe(m).c_str());
+    std::printf("merge (host parts): %s hd%lld %d parts seed=0x%016llx: %s\n",
+                dtype_name(hp.dtype), (long long)D, hp.num_parts, (unsigned long long)seed,
+                describe(m).c_str());
     INFO(describe(m));
     check_verdicts(m);
     CHECK(m.empty_rows > 0);  // rows i % 7 == 3 exist in every case here
@@ -564,12 +566,16 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
     md.num_parts = 3;
     PlanPtr plan = make_merge_plan(md);
     std::vector<DeviceBuffer> po, plse;
-    std::vector<float> zeros(rows, 0.0f);
+    // Part p: O = 2^p everywhere (bf16 1, 2, 4) with LSE = log 2^p, so the
+    // weights are 1/7, 2/7, 4/7 and the exact merge is O = 3, LSE = log 7;
+    // a weight paired with the wrong part would give another value (12/7).
+    const uint16_t part_value[3] = {0x3F80, 0x4000, 0x4080};
     for (int p = 0; p < 3; ++p) {
         po.emplace_back(l.alloc_elems, 2, kGuard16);
-        po.back().fill(0x3F80);  // 1.0 in bf16
+        po.back().fill(part_value[p]);
         plse.emplace_back(rows, 4, kGuard32);
-        plse.back().upload(zeros.data());
+        const std::vector<float> part_lse(rows, std::log(float(1 << p)));
+        plse.back().upload(part_lse.data());
     }
     DeviceBuffer out(l.alloc_elems, 2, kGuard16), out_lse(rows, 4, kGuard32);
     out.fill(kOutputPrefill16);
@@ -669,16 +675,18 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
             break;
         }
     }
-    // The good call, for contrast: three parts of O = 1 with equal LSE 0
-    // merge to O = 1 and LSE = log 3.
+    // The good call, for contrast: the parts above merge to O = 3 (bf16
+    // 0x4040, exact) and LSE = log 7.
     FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run_merge(plan.get(), op.data(), lp.data(), o, lse, nullptr));
     sync_or_fail();
     const std::vector<uint16_t> got = download_all<uint16_t>(out);
     const std::vector<float> got_lse = download_all<float>(out_lse);
     int wrong = 0;
-    for (uint16_t x : got) wrong += x != 0x3F80;
+    for (uint16_t x : got) wrong += x != 0x4040;
     CHECK(wrong == 0);
-    for (float f : got_lse) CHECK(std::fabs(f - std::log(3.0f)) < 1e-5f);
+    int wrong_lse = 0;
+    for (float f : got_lse) wrong_lse += !(std::fabs(f - std::log(7.0f)) < 1e-5f);
+    CHECK(wrong_lse == 0);
     check_guards(out, "o");
     check_guards(out_lse, "lse");
 }

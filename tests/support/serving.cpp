@@ -819,7 +819,8 @@ std::vector<ServingCase> varlen_suite() {
     // empty sequences, rows without keys, one key, more keys than rows and fewer.
     const std::vector<int32_t> aq = {17, 0, 1000, 1, 2, 17, 1, 2, 0, 17, 1000};
     const std::vector<int32_t> ak = {17, 1000, 1000, 4097, 2, 0, 1, 17, 0, 1000, 17};
-    // One 4097 x 4097 sequence (causal only, to keep the reference affordable).
+    // One 4097 x 4097 sequence: causal in two cases, full in one (hd64 and one
+    // head, to keep the reference affordable).
     const std::vector<int32_t> bq = {4097, 2, 17, 0, 1};
     const std::vector<int32_t> bk = {4097, 1, 4097, 17, 1000};
     struct V {
@@ -841,6 +842,8 @@ std::vector<ServingCase> varlen_suite() {
         {FMHA_DTYPE_FP16, 64, 2, 1, FMHA_MASK_CAUSAL_TOP_LEFT, Layout::BSHD, bq, bk, 3, 0},
         {FMHA_DTYPE_BF16, 64, 2, 2, FMHA_MASK_CAUSAL_BOTTOM_RIGHT, Layout::BHSD, rotated(bq, 2),
          rotated(bk, 2), 0, 0},
+        {FMHA_DTYPE_BF16, 64, 1, 1, FMHA_MASK_NONE, Layout::BSHD, rotated(bq, 1), rotated(bk, 1),
+         5, 0},
     };
     for (const V &x : packed)
         v.push_back(serving_case(x.dt, x.hd, x.hq, x.hkv)
@@ -1171,7 +1174,7 @@ std::vector<ServingCase> hd512_hopper_suite() {
     return seeded(v, 26000);
 }
 
-std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 0}; }
+std::vector<int32_t> split_counts() { return {1, 2, 3, 7, 16, 128, 0}; }  // 128: the most a plan takes
 
 std::vector<ServingCase> split_suite() {
     std::vector<ServingCase> v;

@@ -524,17 +524,28 @@ def test_decode_loop_reuses_one_plan_and_graph_replay() -> None:
 
 
 def test_kvcache_side_stream() -> None:
-    q = torch.randn(2, 1, 8, 128, device=DEVICE).to(torch.bfloat16)
-    cache = torch.randn(2, 3000, 2, 128, device=DEVICE).to(torch.bfloat16)
+    """A split decode enqueued on a side stream (its workspace used there) is
+    right, and equals the same call on the default stream."""
+    dt, d = torch.bfloat16, 128
+    gen = gen_for("side_stream")
+    q = randn(2, 1, 8, d, dtype=dt, gen=gen)
+    cache = randn(2, 3000, 2, d, dtype=dt, gen=gen)
     lens = i32([3000, 17])
-    expected = fmha.attention_with_kvcache(q, cache, cache, lens, num_splits=6)
+    expected, exp_buf = poisoned(q.shape, dt)
+    fmha.attention_with_kvcache(q, cache, cache, lens, num_splits=6, out=expected)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        got = fmha.attention_with_kvcache(q, cache, cache, lens, num_splits=6)  # workspace on the side stream
+        got, got_buf = poisoned(q.shape, dt)  # poisoned on the side stream, before the call
+        fmha.attention_with_kvcache(q, cache, cache, lens, num_splits=6, out=got)  # workspace on the side stream
     side.synchronize()
     torch.cuda.synchronize()
-    torch.testing.assert_close(got, expected)
+    seqs = [cache[0, :3000], cache[1, :17]]
+    kw = dict(causal="bottom_right", scale=1 / math.sqrt(d))
+    check_reference(ref_decode, (q, seqs, seqs), kw, got, None, dt, what="side stream")
+    check_reference(ref_decode, (q, seqs, seqs), kw, expected, None, dt, what="default stream")
+    assert_guards(exp_buf, got_buf, what="side stream")
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
 # ---------------------------------------------------------------- merge

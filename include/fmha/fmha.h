@@ -372,7 +372,8 @@ typedef struct fmha_plan fmha_plan;
 /** Validates `desc`, picks the device (see fmha_descriptor.device) and a
  *  kernel, and loads that kernel's module into the context (once per
  *  context; cached). Slow-ish: create plans ahead of time, not per call.
- *  On failure *plan is set to NULL. */
+ *  Thread-safe: threads creating plans on different contexts (one per GPU)
+ *  load their modules concurrently. On failure *plan is set to NULL. */
 FMHA_API fmha_status fmha_create_plan(fmha_plan **plan, const fmha_descriptor *desc);
 
 /** Releases the plan. NULL is ignored. May be called from any thread, once

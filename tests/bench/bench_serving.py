@@ -23,7 +23,10 @@ Sections (--only decode,paged,...):
             the decode rows, the GPU kept busy so that calls only enqueue (C: fmha_bench_host)
 
 Timing: every timed run is preceded by an L2 flush and a GPU spin (torch.cuda._sleep) long enough to cover the host cost
-of the call, so the events measure GPU time only and not Python overhead.
+of the call, so the events measure GPU time only and not Python overhead. On the
+rows timed against cuDNN with one call each (decode, decode-hd, decode-t, hd512)
+the two alternate run by run, so a drift over the measurement falls on both
+(--sequential: all of libfmha's runs first).
 --flush write (default) zeroes 256 MiB: L2 is left full of dirty lines whose
 write-back the timed kernel pays for; --flush read sums 256 MiB: L2 is left
 cold and clean (what ncu's cache control gives); --flush off skips it.
@@ -595,7 +598,8 @@ class Timer:
         else:
             self.flush_buf.zero_()
 
-    def time_ms(self, fn: Callable[[], Any]) -> float:
+    def _spin_cycles(self, fn: Callable[[], Any]) -> int:
+        """Warms `fn` up and returns a GPU spin that covers its host cost."""
         for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()
@@ -604,18 +608,37 @@ class Timer:
             fn()
         host_us = (time.perf_counter() - t0) / 3 * 1e6
         torch.cuda.synchronize()
-        spin = int(self.cycles_per_us * min(max(2 * host_us + 50, 100), 20000))
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for i in range(self.reps):
-            self.flush()
-            if self.can_sleep:
-                torch.cuda._sleep(spin)
-            starts[i].record()
-            fn()
-            ends[i].record()
+        return int(self.cycles_per_us * min(max(2 * host_us + 50, 100), 20000))
+
+    def _timed_run(self, fn: Callable[[], Any], spin: int) -> Tuple[Any, Any]:
+        self.flush()
+        if self.can_sleep:
+            torch.cuda._sleep(spin)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        return start, end
+
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        spin = self._spin_cycles(fn)
+        events = [self._timed_run(fn, spin) for _ in range(self.reps)]
         torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+        return statistics.median(s.elapsed_time(e) for s, e in events)
+
+    def time_pair_ms(self, fa: Callable[[], Any], fb: Callable[[], Any]) -> Tuple[float, float]:
+        """Medians of `fa` and `fb` timed in alternation (a b, b a, a b, ...), each
+        run after its own flush and spin: a drift of the clocks over the
+        measurement falls on both alike, whichever is timed first."""
+        spin = max(self._spin_cycles(fa), self._spin_cycles(fb))
+        ea: List[Tuple[Any, Any]] = []
+        eb: List[Tuple[Any, Any]] = []
+        for i in range(self.reps):
+            for fn, events in ((fa, ea), (fb, eb)) if i % 2 == 0 else ((fb, eb), (fa, ea)):
+                events.append(self._timed_run(fn, spin))
+        torch.cuda.synchronize()
+        return (statistics.median(s.elapsed_time(e) for s, e in ea),
+                statistics.median(s.elapsed_time(e) for s, e in eb))
 
 
     def host_us(self, fn: Callable[[], Any], calls: int = 50, rounds: int = 15) -> float:
@@ -795,7 +818,6 @@ def decode_vs_cudnn(ctx: Ctx, b: int, t: int, hq: int, hkv: int, s: int, d: int)
     ref = reference(x["q"], x["k"], x["v"], causal)
     r: Dict[str, Any] = {"kernel": kernel, "err": rel_err(out, ref)}
     del out
-    r["ours_ms"] = ctx.timer.time_ms(ours)
     mask = None
     if causal:
         i = torch.arange(t, device=DEVICE)[:, None]
@@ -809,7 +831,12 @@ def decode_vs_cudnn(ctx: Ctx, b: int, t: int, hq: int, hkv: int, s: int, d: int)
         if not peer_err <= ERR_LIMIT:
             note = (note + "; " if note else "") + f"cuDNN err {peer_err:.4f}"
     r["note"] = note
-    r["peer_ms"] = ctx.timer.time_ms(peer) if peer else None
+    if peer is None:
+        r["ours_ms"], r["peer_ms"] = ctx.timer.time_ms(ours), None
+    elif ctx.args.sequential:
+        r["ours_ms"], r["peer_ms"] = ctx.timer.time_ms(ours), ctx.timer.time_ms(peer)
+    else:
+        r["ours_ms"], r["peer_ms"] = ctx.timer.time_pair_ms(ours, peer)
     return r
 
 
@@ -1348,6 +1375,8 @@ def main() -> int:
     ap.add_argument("--flush", choices=["write", "read", "off"], default="write",
                     help="L2 flush before each timed run: write (dirty lines), read (clean), off")
     ap.add_argument("--no-flush", action="store_true", help="same as --flush off")
+    ap.add_argument("--sequential", action="store_true",
+                    help="decode rows: time all of libfmha's runs, then all of cuDNN's (default: alternate them)")
     ap.add_argument("--kv-layout", choices=["mixed", "bshd", "bhsd"], default="mixed",
                     help="decode KV memory: mixed (libfmha [B,S,H,D], SDPA a [B,H,S,D] copy) or one shared layout")
     ap.add_argument("--markdown", help="append the tables as markdown to this file")
@@ -1378,6 +1407,7 @@ def main() -> int:
             f"libfmha {fmha.version()}; commit {git_head()}")
     print(head)
     print(f"timing: {args.warmup} warm-ups, median of {args.reps}; L2 flush {args.flush}; decode KV layout {args.kv_layout}; "
+          f"vs cuDNN {'sequential' if args.sequential else 'alternated'}; "
           f"spin {'%.0f cycles/us' % timer.cycles_per_us if timer.can_sleep else 'unavailable (host overhead is timed)'}; "
           f"num_splits={args.num_splits}; kernel={args.kernel}; sections {','.join(sections)}{' (quick)' if args.quick else ''}")
     tables = []

@@ -25,6 +25,8 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
     if (kv == DecodeKv::kPagedWide)  // hd64 only (tile_traits.h)
         return bf16 ? "fmha_decode_paged_wide_bf16_hd64" : "fmha_decode_paged_wide_fp16_hd64";
+    if (kv == DecodeKv::kDenseNarrow)  // hd128 only
+        return bf16 ? "fmha_decode_narrow_bf16_hd128" : "fmha_decode_narrow_fp16_hd128";
     static const char *const kNames[2][2][5] = {
         {{"fmha_decode_fp16_hd64", "fmha_decode_fp16_hd96", "fmha_decode_fp16_hd128",
           "fmha_decode_fp16_hd256", "fmha_decode_fp16_hd512"},
@@ -142,6 +144,24 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
     };
     return one_wave(DecodeKv::kPaged) && !one_wave(DecodeKv::kPagedWide) ? DecodeKv::kPaged
                                                                          : DecodeKv::kPagedWide;
+}
+
+// Dense hd128 on the narrow tile (32 keys a stage, half the bytes in flight
+// per CTA, up to 4 CTAs per SM) where the grid is one wave of it and has more
+// than ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the
+// SMs is served ~20% faster than the rest and the wave ends with the slow
+// ones (kernel-notes, "one-wave timeline"). Measured on the H200 against
+// cuDNN over 18 hd128 T=1 grids (d43): 192-528 CTAs 0.997-1.055x the 64-key
+// tile (B48 H32/8 S4096, 384 CTAs: 202 -> 192 us); 128 lone CTAs 0.85x (one
+// CTA per SM needs 64 KB in flight), 768 and 2048 CTAs (more waves)
+// 0.96-0.98x. The split count stays the 64-key tile's.
+bool narrow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
+    if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim != 128 || p.head_dim_v != 128)
+        return false;
+    const int64_t ctas = p.batch * p.num_kv_heads * m_tiles(p) * splits;
+    const int64_t wave = resident_ctas_per_sm(dev, decode_smem_bytes(128, DecodeKv::kDenseNarrow)) *
+                         int64_t(dev.num_sms);
+    return 100 * ctas >= 145 * int64_t(dev.num_sms) && ctas <= wave;
 }
 
 // hd64 KV heads read in pairs as one 128-column head (kernel-notes d39): two
@@ -269,9 +289,10 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     KernelChoice c;
     c.family = FMHA_KERNEL_DECODE;
     c.image_family = "decode";
-    const DecodeKv kv = cache_kind(p, dev);
+    DecodeKv kv = cache_kind(p, dev);
     int splits = 1;
     const bool paired = pair_and_split(p, dev, kv, &splits);
+    if (!paired && narrow_tile(p, dev, splits)) kv = DecodeKv::kDenseNarrow;
     // What the kernel streams (paired: hd128 tiles over half the KV heads).
     const Problem streamed = paired ? paired_view(p) : p;
     c.decode.paired = paired;

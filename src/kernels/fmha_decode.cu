@@ -74,7 +74,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     static_assert(!kPaired || (D == 128 && kKv == DecodeKv::kDense), "paired hd64 heads read as hd128");
     // Columns of a Q/O row in memory: D, or one KV head's 64 when paired.
     constexpr int kOutDim = kPaired ? D / 2 : D;
-    constexpr bool kPaged = kKv != DecodeKv::kDense;
+    constexpr bool kPaged = decode_paged(kKv);
     using T = typename Elem<kBf16>::T;
     constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
     const FwdParams &p = dp.fwd;
@@ -502,6 +502,9 @@ FMHA_DECODE_ENTRIES(512)
     }
 FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd64, true)
 FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd64, false)
+// Dense hd128 on the narrow tile (tile_traits.h; launch_decode.cpp chooses).
+FMHA_DECODE_ENTRY(fmha_decode_narrow_bf16_hd128, true, 128, fmha::DecodeKv::kDenseNarrow)
+FMHA_DECODE_ENTRY(fmha_decode_narrow_fp16_hd128, false, 128, fmha::DecodeKv::kDenseNarrow)
 // Paged hd64 on 128-key tiles (tile_traits.h).
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)

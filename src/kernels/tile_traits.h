@@ -184,6 +184,11 @@ namespace fmha {
 // 5-17% faster wherever the grid fits at 3 CTAs per SM; 64-key tiles fit more
 // CTAs per SM and run grids that would need more waves on the wide tile
 // (kernel-notes d37; launch_decode.cpp chooses, sm_90 only).
+// Dense hd128 also has a narrow tile: 32 keys a stage, two warp pairs each
+// sharing 16 keys and splitting O's columns (as hd512), 52 KB, so half the
+// bytes in flight per CTA and up to 4 CTAs per SM. Where the grid is one wave
+// of it with more than one CTA per SM on average, the memory system serves
+// the SMs more evenly than with 64 KB in flight per CTA (kernel-notes d43).
 struct DecodeTile {
     int warps;    // per CTA
     int block_n;  // keys per pipeline stage (whole 16-key slices per warp)
@@ -192,8 +197,13 @@ struct DecodeTile {
 };
 
 // How the kernel reads K and V: a dense cache, or pages through a block
-// table on the usual tile or (hd64) the wide one.
-enum class DecodeKv : int { kDense = 0, kPaged = 1, kPagedWide = 2 };
+// table on the usual tile or (hd64) the wide one; or (hd128) a dense cache
+// on the narrow tile, for grids of one wave at its occupancy.
+enum class DecodeKv : int { kDense = 0, kPaged = 1, kPagedWide = 2, kDenseNarrow = 3 };
+
+FMHA_HOST_DEVICE constexpr bool decode_paged(DecodeKv kv) {
+    return kv == DecodeKv::kPaged || kv == DecodeKv::kPagedWide;
+}
 
 constexpr int kDecodeRows = 16;
 
@@ -206,6 +216,7 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
                                         FMHA_DECODE_TUNE_STAGES, 1};
 #else
     return head_dim == 512                           ? DecodeTile{4, 32, 3, 2}
+         : kv == DecodeKv::kDenseNarrow              ? DecodeTile{4, 32, 3, 2}
          : kv == DecodeKv::kPagedWide                ? DecodeTile{4, 128, 2, 1}
          : kv == DecodeKv::kPaged && head_dim <= 128 ? DecodeTile{4, 64, 2, 1}
          : head_dim == 64                            ? DecodeTile{8, 128, 3, 1}

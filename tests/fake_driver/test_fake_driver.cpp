@@ -1268,6 +1268,90 @@ TEST_CASE("fake driver: hd64 pairs keep the unpaired grid under automatic splits
     }
 }
 
+// Dense hd128 decode on sm_90 streams the narrow tile (32 keys, up to 4 CTAs
+// per SM) where its grid is one wave of 132 x 4 CTAs with at least 1.45 per
+// SM (launch_decode.cpp, kernel-notes d43); lone CTAs (128), more waves (768,
+// 2048), paged caches, other head dims and other devices keep their tiles.
+TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave grids on sm_90",
+          "[cpu][fake-driver][run][decode]") {
+    struct Row {
+        int sm;
+        int64_t batch, kv_heads, seqlen_q, seqlen_k, head_dim;
+        int32_t num_splits;  // 0: automatic
+        bool paged;
+        bool narrow;
+        unsigned grid_ctas;
+    };
+    const Row rows[] = {
+        {90, 16, 8, 1, 8192, 128, 1, false, false, 128},
+        {90, 24, 8, 1, 4096, 128, 1, false, true, 192},
+        {90, 23, 8, 1, 4096, 128, 1, false, false, 184},  // 1.39 CTAs per SM
+        {90, 32, 8, 1, 4096, 128, 0, false, true, 256},
+        {90, 32, 8, 2, 4096, 128, 0, false, true, 256},   // 8 rows: one tile
+        {90, 48, 8, 1, 4096, 128, 0, false, true, 384},
+        {90, 66, 8, 1, 2048, 128, 1, false, true, 528},   // a full wave
+        {90, 67, 8, 1, 2048, 128, 1, false, false, 536},
+        {90, 96, 8, 1, 2048, 128, 0, false, false, 768},
+        {90, 64, 32, 1, 2048, 128, 0, false, false, 2048},
+        {90, 8, 8, 1, 8192, 128, 0, false, false, 128},   // 2 automatic splits
+        {90, 24, 8, 1, 4096, 128, 0, false, true, 384},   // 2 automatic splits
+        {90, 1, 8, 1, 32768, 128, 33, false, true, 264},
+        {90, 32, 8, 1, 4096, 128, 0, true, false, 256},
+        {90, 32, 8, 1, 4096, 96, 0, false, false, 256},
+        {80, 32, 8, 1, 4096, 128, 1, false, false, 256}};
+    for (const Row &r : rows) {
+        if (!embeds(r.sm)) continue;
+        Fake &f = fresh_fake(r.sm);
+        const int64_t hd = r.head_dim, hq = 32;
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, r.seqlen_k);
+        d.batch = r.batch;
+        d.num_q_heads = hq;
+        d.num_kv_heads = r.kv_heads;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = r.num_splits;
+        REQUIRE(fmha_strides_bshd(&d.q_strides, r.seqlen_q, hq, hd) == FMHA_STATUS_SUCCESS);
+        d.o_strides = d.q_strides;
+        if (r.paged) {
+            d.flags |= FMHA_FLAG_PAGED_KV;
+            d.page_size = 16;
+            d.max_pages_per_seq = r.seqlen_k / 16;
+            d.num_pages = r.batch * d.max_pages_per_seq;
+            REQUIRE(fmha_strides_bshd(&d.k_strides, 16, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
+        } else {
+            REQUIRE(fmha_strides_bshd(&d.k_strides, r.seqlen_k, r.kv_heads, hd) ==
+                    FMHA_STATUS_SUCCESS);
+        }
+        d.v_strides = d.k_strides;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm_" << r.sm << " B" << r.batch << " Hkv " << r.kv_heads << " T" << r.seqlen_q
+                   << " S" << r.seqlen_k << " hd" << hd << (r.paged ? " paged" : "")
+                   << " splits " << r.num_splits << ": " << i.kernel_name << ", "
+                   << i.num_splits << " splits");
+        const std::string plain = std::string(r.paged ? "fmha_decode_paged_bf16_hd" : "fmha_decode_bf16_hd") +
+                                  std::to_string(hd);
+        CHECK(std::string(i.kernel_name) == (r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain));
+        CHECK(i.tile_n == (r.narrow ? 32 : 64));
+        CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
+        if (!r.narrow) continue;
+        fmha_tensors t = fake_tensors();
+        const int launches = f.stats().launches;
+        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
+                FMHA_STATUS_SUCCESS);
+        CHECK(f.stats().launches == launches + (i.num_splits > 1 ? 2 : 1));
+        if (i.num_splits > 1) continue;  // the last launch is the combine
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        CHECK(std::string(l.kernel) == i.kernel_name);
+        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
+        CHECK(l.block[0] == 128);
+        // Q (16 rows of 136 elements), then 3 stages of 32 K and 32 V rows.
+        CHECK(l.shared_bytes == 16 * 136 * 2 + 3 * 2 * 32 * 128 * 2);
+    }
+}
+
 // The automatic split count on a 132-SM sm_90 device, for the serving
 // benchmark's decode rows (bf16; T > 1 causal bottom-right): the counts
 // measured fastest on the H200, or within 4% of it (docs/kernel-notes.md,

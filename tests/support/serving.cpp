@@ -1221,6 +1221,11 @@ std::vector<ServingCase> split_suite() {
     // sequence without queries) and packed keys
     v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 16, 4)
                     .varlen_q({2, 1, 0, 2}, 3).packed_k({1500, 300, 40, 900}).mask(kBottomRight));
+    // dense hd128 on the decode kernel's narrow tile (sm_90, grids of 192-528
+    // CTAs: here 16 splits x 4 KV heads x 3 sequences), fp16, window, softcap, sinks
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 16, 4)
+                    .q({1, 1, 1}).k({3000, 3000, 3000}).seqused({3000, 1777, 40})
+                    .mask(kBottomRight).window(1000).softcap(25.0f).sinks());
     return seeded(v, 23000);
 }
 
@@ -1273,6 +1278,11 @@ std::vector<ServingCase> sanitize_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
                     .varlen_q({24, 0, 5}).paged(16, {410, 20, 48}).seqused({400, 20, 37})
                     .mask(kBottomRight));
+    // decode kernel on the narrow hd128 tile (sm_90: 8 splits x 8 KV heads x 3
+    // sequences = 192 CTAs), seqused, window and sinks
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 8)
+                    .q({1, 1, 1}).k({400, 400, 400}).seqused({400, 250, 33})
+                    .mask(kBottomRight).window(300).sinks().splits(8));
     return seeded(v, 26000);
 }
 

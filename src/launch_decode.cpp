@@ -151,7 +151,7 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
 // than ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the
 // SMs is served ~20% faster than the rest and the wave ends with the slow
 // ones (kernel-notes, "one-wave timeline"). Measured on the H200 against
-// cuDNN over 18 hd128 T=1 grids (d43): 192-528 CTAs 0.997-1.055x the 64-key
+// cuDNN over 18 hd128 T=1 grids (d43): 192-528 CTAs 0.996-1.054x the 64-key
 // tile (B48 H32/8 S4096, 384 CTAs: 202 -> 192 us); 128 lone CTAs 0.85x (one
 // CTA per SM needs 64 KB in flight), 768 and 2048 CTAs (more waves)
 // 0.96-0.98x. The split count stays the 64-key tile's.

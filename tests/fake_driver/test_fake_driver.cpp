@@ -1268,10 +1268,53 @@ TEST_CASE("fake driver: hd64 pairs keep the unpaired grid under automatic splits
     }
 }
 
+// A bf16 decode-shaped descriptor: Q/O [batch, seqlen_q, q_heads, hd] and a
+// dense [batch, seqlen_k, kv_heads, hd] cache, or pages of 16 rows of
+// [page, row, kv_heads, hd]; causal bottom-right past one query position.
+static fmha_descriptor decode_row_desc(int64_t batch, int64_t q_heads, int64_t kv_heads,
+                                       int64_t seqlen_q, int64_t seqlen_k, int64_t hd,
+                                       bool paged) {
+    fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, seqlen_q, seqlen_k);
+    d.batch = batch;
+    d.num_q_heads = q_heads;
+    d.num_kv_heads = kv_heads;
+    if (seqlen_q > 1) d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    REQUIRE(fmha_strides_bshd(&d.q_strides, seqlen_q, q_heads, hd) == FMHA_STATUS_SUCCESS);
+    d.o_strides = d.q_strides;
+    if (paged) {
+        d.flags |= FMHA_FLAG_PAGED_KV;
+        d.page_size = 16;
+        d.max_pages_per_seq = seqlen_k / 16;
+        d.num_pages = batch * d.max_pages_per_seq;
+        REQUIRE(fmha_strides_bshd(&d.k_strides, 16, kv_heads, hd) == FMHA_STATUS_SUCCESS);
+    } else {
+        REQUIRE(fmha_strides_bshd(&d.k_strides, seqlen_k, kv_heads, hd) == FMHA_STATUS_SUCCESS);
+    }
+    d.v_strides = d.k_strides;
+    return d;
+}
+
+// Runs a decode plan on the fake: one launch, or two with the combine when
+// split. An unsplit plan's decode launch (128 threads, the plan's kernel) is
+// returned in *decode and true; false after a split plan's combine.
+static bool run_decode_plan(Fake &f, const fmha_plan *plan, const fmha_plan_info &i,
+                            const fmha_tensors &t, fake_cuda_launch *decode) {
+    const int launches = f.stats().launches;
+    REQUIRE(fmha_run(plan, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
+            FMHA_STATUS_SUCCESS);
+    CHECK(f.stats().launches == launches + (i.num_splits > 1 ? 2 : 1));
+    if (i.num_splits > 1) return false;  // the last launch is the combine
+    REQUIRE(f.last_launch(decode) == 1);
+    CHECK(std::string(decode->kernel) == i.kernel_name);
+    CHECK(decode->block[0] == 128);
+    return true;
+}
+
 // Dense hd128 decode on sm_90 streams the narrow tile (32 keys, up to 4 CTAs
 // per SM) where its grid is one wave of 132 x 4 CTAs with at least 1.45 per
 // SM (launch_decode.cpp, kernel-notes d43); lone CTAs (128), more waves (768,
 // 2048), paged caches, other head dims and other devices keep their tiles.
+// (T = 1 rows carry no mask here; the decode kernel reads it the same way.)
 TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave grids on sm_90",
           "[cpu][fake-driver][run][decode]") {
     struct Row {
@@ -1302,27 +1345,11 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
     for (const Row &r : rows) {
         if (!embeds(r.sm)) continue;
         Fake &f = fresh_fake(r.sm);
-        const int64_t hd = r.head_dim, hq = 32;
-        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, r.seqlen_k);
-        d.batch = r.batch;
-        d.num_q_heads = hq;
-        d.num_kv_heads = r.kv_heads;
-        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        const int64_t hd = r.head_dim;
+        fmha_descriptor d =
+            decode_row_desc(r.batch, 32, r.kv_heads, r.seqlen_q, r.seqlen_k, hd, r.paged);
         d.kernel = FMHA_KERNEL_DECODE;
         d.num_splits = r.num_splits;
-        REQUIRE(fmha_strides_bshd(&d.q_strides, r.seqlen_q, hq, hd) == FMHA_STATUS_SUCCESS);
-        d.o_strides = d.q_strides;
-        if (r.paged) {
-            d.flags |= FMHA_FLAG_PAGED_KV;
-            d.page_size = 16;
-            d.max_pages_per_seq = r.seqlen_k / 16;
-            d.num_pages = r.batch * d.max_pages_per_seq;
-            REQUIRE(fmha_strides_bshd(&d.k_strides, 16, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
-        } else {
-            REQUIRE(fmha_strides_bshd(&d.k_strides, r.seqlen_k, r.kv_heads, hd) ==
-                    FMHA_STATUS_SUCCESS);
-        }
-        d.v_strides = d.k_strides;
         Plan plan;
         REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
         const fmha_plan_info i = info_of(plan.p);
@@ -1335,18 +1362,9 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
         CHECK(std::string(i.kernel_name) == (r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain));
         CHECK(i.tile_n == (r.narrow ? 32 : 64));
         CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
-        if (!r.narrow) continue;
-        fmha_tensors t = fake_tensors();
-        const int launches = f.stats().launches;
-        REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
-                FMHA_STATUS_SUCCESS);
-        CHECK(f.stats().launches == launches + (i.num_splits > 1 ? 2 : 1));
-        if (i.num_splits > 1) continue;  // the last launch is the combine
         fake_cuda_launch l;
-        REQUIRE(f.last_launch(&l) == 1);
-        CHECK(std::string(l.kernel) == i.kernel_name);
+        if (!r.narrow || !run_decode_plan(f, plan.p, i, fake_tensors(), &l)) continue;
         CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
-        CHECK(l.block[0] == 128);
         // Q (16 rows of 136 elements), then 3 stages of 32 K and 32 V rows.
         CHECK(l.shared_bytes == 16 * 136 * 2 + 3 * 2 * 32 * 128 * 2);
     }
@@ -1389,24 +1407,8 @@ TEST_CASE("fake driver: automatic split counts of the decode benchmark rows",
     for (const Row &r : rows) {
         fresh_fake(90);
         const int64_t hd = r.head_dim;
-        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, r.seqlen_k);
-        d.batch = r.batch;
-        d.num_q_heads = r.q_heads;
-        d.num_kv_heads = r.kv_heads;
-        if (r.seqlen_q > 1) d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-        REQUIRE(fmha_strides_bshd(&d.q_strides, r.seqlen_q, r.q_heads, hd) == FMHA_STATUS_SUCCESS);
-        d.o_strides = d.q_strides;
-        if (r.paged) {
-            d.flags |= FMHA_FLAG_PAGED_KV;
-            d.page_size = 16;
-            d.max_pages_per_seq = r.seqlen_k / 16;
-            d.num_pages = r.batch * d.max_pages_per_seq;
-            REQUIRE(fmha_strides_bshd(&d.k_strides, 16, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
-        } else {
-            REQUIRE(fmha_strides_bshd(&d.k_strides, r.seqlen_k, r.kv_heads, hd) ==
-                    FMHA_STATUS_SUCCESS);
-        }
-        d.v_strides = d.k_strides;
+        const fmha_descriptor d =
+            decode_row_desc(r.batch, r.q_heads, r.kv_heads, r.seqlen_q, r.seqlen_k, hd, r.paged);
         Plan plan;
         REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
         const fmha_plan_info i = info_of(plan.p);
@@ -1467,16 +1469,9 @@ TEST_CASE("fake driver: paged hd64 takes the 64-key tile only where it alone fit
                 CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
             fmha_tensors t = fake_tensors();
             t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
-            const int launches = f.stats().launches;
-            REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
-                    FMHA_STATUS_SUCCESS);
-            CHECK(f.stats().launches == launches + (i.num_splits > 1 ? 2 : 1));
-            if (i.num_splits > 1) continue;  // the last launch is the combine
             fake_cuda_launch l;
-            REQUIRE(f.last_launch(&l) == 1);
-            CHECK(std::string(l.kernel) == i.kernel_name);
+            if (!run_decode_plan(f, plan.p, i, t, &l)) continue;
             CHECK(l.grid[0] * l.grid[1] * l.grid[2] == i.num_splits * r.batch * r.kv_heads);
-            CHECK(l.block[0] == 128);
             // Q (16 rows of 72 elements), then 2 stages of K and V rows.
             const unsigned keys = r.wide ? 128 : 64;
             CHECK(l.shared_bytes == 16 * 72 * 2 + 2 * 2 * keys * 64 * 2);

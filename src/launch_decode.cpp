@@ -55,6 +55,11 @@ int64_t m_tiles(const Problem &p) {
     return (p.seqlen_q * group_size(p) + kDecodeRows - 1) / kDecodeRows;
 }
 
+// CTAs of the decode grid: (splits, m_tiles x KV heads, batch).
+int64_t grid_ctas(const Problem &p, int64_t splits) {
+    return p.batch * p.num_kv_heads * m_tiles(p) * splits;
+}
+
 // The split count with the least estimated time, from a bandwidth model
 // fitted on the H200 (docs/kernel-notes.md, d21: within 4% of the best
 // count on all 38 rows of the serving benchmark's decode, paged, decode-t
@@ -91,7 +96,7 @@ int auto_splits(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {
     const int64_t per_sm = resident_ctas_per_sm(dev, decode_smem_bytes(d, kv));
     const int64_t sms = dev.num_sms;
     const int64_t tiles = m_tiles(p);
-    const int64_t base = p.batch * p.num_kv_heads * tiles;  // CTAs of one split
+    const int64_t base = grid_ctas(p, 1);  // CTAs of one split
     const double key_bytes = 2.0 * 2 * p.head_dim;          // K and V, 16-bit
     const double cta_rate = p.paged_kv ? kPagedCtaRate : kCtaRate;
     // Every split streams at least 128 KB of K and V and two key tiles.
@@ -139,8 +144,8 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
     if (!p.paged_kv) return DecodeKv::kDense;
     if (p.head_dim != 64 || dev.sm != 90 || dev.num_sms <= 0) return DecodeKv::kPaged;
     auto one_wave = [&](DecodeKv kv) {
-        const int64_t ctas = p.batch * p.num_kv_heads * m_tiles(p) * splits_for(p, dev, kv);
-        return ctas <= resident_ctas_per_sm(dev, decode_smem_bytes(64, kv)) * dev.num_sms;
+        return grid_ctas(p, splits_for(p, dev, kv)) <=
+               resident_ctas_per_sm(dev, decode_smem_bytes(64, kv)) * dev.num_sms;
     };
     return one_wave(DecodeKv::kPaged) && !one_wave(DecodeKv::kPagedWide) ? DecodeKv::kPaged
                                                                          : DecodeKv::kPagedWide;
@@ -158,7 +163,7 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
 bool narrow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
     if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim != 128 || p.head_dim_v != 128)
         return false;
-    const int64_t ctas = p.batch * p.num_kv_heads * m_tiles(p) * splits;
+    const int64_t ctas = grid_ctas(p, splits);
     const int64_t wave = resident_ctas_per_sm(dev, decode_smem_bytes(128, DecodeKv::kDenseNarrow)) *
                          int64_t(dev.num_sms);
     return 100 * ctas >= 145 * int64_t(dev.num_sms) && ctas <= wave;
@@ -207,7 +212,7 @@ bool pair_and_split(const Problem &p, const DeviceLimits &dev, DecodeKv kv, int 
         return true;
     }
     const Problem v = paired_view(p);
-    return 10 * v.batch * v.num_kv_heads * m_tiles(v) >= 9 * int64_t(dev.num_sms);
+    return 10 * grid_ctas(v, 1) >= 9 * int64_t(dev.num_sms);
 }
 
 fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,

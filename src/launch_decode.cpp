@@ -27,6 +27,8 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
         return bf16 ? "fmha_decode_paged_wide_bf16_hd64" : "fmha_decode_paged_wide_fp16_hd64";
     if (kv == DecodeKv::kDenseNarrow)  // hd128 only
         return bf16 ? "fmha_decode_narrow_bf16_hd128" : "fmha_decode_narrow_fp16_hd128";
+    if (kv == DecodeKv::kDenseShallow)  // hd96 only
+        return bf16 ? "fmha_decode_shallow_bf16_hd96" : "fmha_decode_shallow_fp16_hd96";
     static const char *const kNames[2][2][5] = {
         {{"fmha_decode_fp16_hd64", "fmha_decode_fp16_hd96", "fmha_decode_fp16_hd128",
           "fmha_decode_fp16_hd256", "fmha_decode_fp16_hd512"},
@@ -169,6 +171,22 @@ bool narrow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
     return 100 * ctas >= 145 * int64_t(dev.num_sms) && ctas <= wave;
 }
 
+// Dense hd96 on the shallow tile (64 keys, 2 stages, 4 CTAs per SM instead of
+// 2) where the grid has more than 2 and at most 3 CTAs per SM: one wave of
+// it, where the 3-stage tile runs a full wave and a partial one. Measured on
+// the H200 against the 3-stage tile (d44, one split forced, 272-384 CTAs):
+// 1.06-1.30x; with the automatic split count (B48 H32/8 S4096, 1 split, 384
+// CTAs) 0.949 -> 1.055x cuDNN. Elsewhere it lost or tied: 128 lone CTAs
+// 0.75x, 416-512 CTAs 0.80-0.88x, 256 CTAs and 896-1088 within 1%; the
+// narrow tile (32 keys) lost at hd96 almost everywhere (its CTAs keep too
+// few bytes in flight). The split count stays the 3-stage tile's.
+bool shallow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
+    if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim != 96 || p.head_dim_v != 96)
+        return false;
+    const int64_t ctas = grid_ctas(p, splits);
+    return ctas > 2 * int64_t(dev.num_sms) && ctas <= 3 * int64_t(dev.num_sms);
+}
+
 // hd64 KV heads read in pairs as one 128-column head (kernel-notes d39): two
 // adjacent heads' 128-byte rows make one 256-byte row, streamed as the hd128
 // kernel streams its rows. Needs the heads side by side in memory (head
@@ -298,6 +316,7 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     int splits = 1;
     const bool paired = pair_and_split(p, dev, kv, &splits);
     if (!paired && narrow_tile(p, dev, splits)) kv = DecodeKv::kDenseNarrow;
+    if (shallow_tile(p, dev, splits)) kv = DecodeKv::kDenseShallow;
     // What the kernel streams (paired: hd128 tiles over half the KV heads).
     const Problem streamed = paired ? paired_view(p) : p;
     c.decode.paired = paired;

@@ -505,6 +505,9 @@ FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd64, false)
 // Dense hd128 on the narrow tile (tile_traits.h; launch_decode.cpp chooses).
 FMHA_DECODE_ENTRY(fmha_decode_narrow_bf16_hd128, true, 128, fmha::DecodeKv::kDenseNarrow)
 FMHA_DECODE_ENTRY(fmha_decode_narrow_fp16_hd128, false, 128, fmha::DecodeKv::kDenseNarrow)
+// Dense hd96 on the shallow tile (tile_traits.h; launch_decode.cpp chooses).
+FMHA_DECODE_ENTRY(fmha_decode_shallow_bf16_hd96, true, 96, fmha::DecodeKv::kDenseShallow)
+FMHA_DECODE_ENTRY(fmha_decode_shallow_fp16_hd96, false, 96, fmha::DecodeKv::kDenseShallow)
 // Paged hd64 on 128-key tiles (tile_traits.h).
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)

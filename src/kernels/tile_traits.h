@@ -189,6 +189,9 @@ namespace fmha {
 // bytes in flight per CTA and up to 4 CTAs per SM. Where the grid is one wave
 // of it with more than one CTA per SM on average, the memory system serves
 // the SMs more evenly than with 64 KB in flight per CTA (kernel-notes d43).
+// Dense hd96 has a shallow tile: the 64-key tile with 2 stages instead of 3,
+// 52 KB, so 4 CTAs per SM instead of 2. Grids of 2 to 3 CTAs per SM then run
+// as one wave instead of a full wave and a partial one (kernel-notes d44).
 struct DecodeTile {
     int warps;    // per CTA
     int block_n;  // keys per pipeline stage (whole 16-key slices per warp)
@@ -197,9 +200,16 @@ struct DecodeTile {
 };
 
 // How the kernel reads K and V: a dense cache, or pages through a block
-// table on the usual tile or (hd64) the wide one; or (hd128) a dense cache
-// on the narrow tile, for grids of one wave at its occupancy.
-enum class DecodeKv : int { kDense = 0, kPaged = 1, kPagedWide = 2, kDenseNarrow = 3 };
+// table on the usual tile or (hd64) the wide one; or a dense cache on the
+// narrow tile (hd128) or the shallow one (hd96), for grids of one wave at
+// their occupancy.
+enum class DecodeKv : int {
+    kDense = 0,
+    kPaged = 1,
+    kPagedWide = 2,
+    kDenseNarrow = 3,
+    kDenseShallow = 4
+};
 
 FMHA_HOST_DEVICE constexpr bool decode_paged(DecodeKv kv) {
     return kv == DecodeKv::kPaged || kv == DecodeKv::kPagedWide;
@@ -217,6 +227,7 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
 #else
     return head_dim == 512                           ? DecodeTile{4, 32, 3, 2}
          : kv == DecodeKv::kDenseNarrow              ? DecodeTile{4, 32, 3, 2}
+         : kv == DecodeKv::kDenseShallow             ? DecodeTile{4, 64, 2, 1}
          : kv == DecodeKv::kPagedWide                ? DecodeTile{4, 128, 2, 1}
          : kv == DecodeKv::kPaged && head_dim <= 128 ? DecodeTile{4, 64, 2, 1}
          : head_dim == 64                            ? DecodeTile{8, 128, 3, 1}

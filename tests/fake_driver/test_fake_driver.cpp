@@ -1370,6 +1370,58 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
     }
 }
 
+// Dense hd96 decode on sm_90 streams the shallow tile (64 keys, 2 stages, 4
+// CTAs per SM) where the grid has more than 2 and at most 3 CTAs per SM of a
+// 132-SM device, 265-396 CTAs (launch_decode.cpp, kernel-notes d44); the split
+// count is the 3-stage tile's. Other grids, paged caches, hd128 (the narrow
+// tile there) and other devices keep their tiles.
+TEST_CASE("fake driver: dense hd96 decode takes the shallow tile for grids of 2-3 CTAs per SM on sm_90",
+          "[cpu][fake-driver][run][decode]") {
+    struct Row {
+        int sm;
+        int64_t batch, kv_heads, seqlen_k, head_dim;
+        int32_t num_splits;  // 0: automatic
+        bool paged;
+        const char *kernel;
+        unsigned grid_ctas;
+    };
+    const char *shallow = "fmha_decode_shallow_bf16_hd96", *plain = "fmha_decode_bf16_hd96";
+    const Row rows[] = {
+        {90, 48, 8, 4096, 96, 0, false, shallow, 384},  // 1 automatic split
+        {90, 12, 32, 4096, 96, 0, false, shallow, 384},
+        {90, 34, 8, 4096, 96, 1, false, shallow, 272},
+        {90, 49, 8, 4096, 96, 1, false, shallow, 392},
+        {90, 4, 8, 8192, 96, 10, false, shallow, 320},
+        {90, 33, 8, 4096, 96, 1, false, plain, 264},   // 2 CTAs per SM
+        {90, 50, 8, 4096, 96, 1, false, plain, 400},
+        {90, 32, 8, 4096, 96, 0, false, plain, 256},
+        {90, 40, 8, 4096, 96, 0, false, plain, 640},   // 2 automatic splits
+        {90, 48, 8, 4096, 96, 1, true, "fmha_decode_paged_bf16_hd96", 384},
+        {90, 48, 8, 4096, 128, 1, false, "fmha_decode_narrow_bf16_hd128", 384},
+        {80, 48, 8, 4096, 96, 1, false, plain, 384}};
+    for (const Row &r : rows) {
+        if (!embeds(r.sm)) continue;
+        Fake &f = fresh_fake(r.sm);
+        fmha_descriptor d = decode_row_desc(r.batch, 32, r.kv_heads, 1, r.seqlen_k, r.head_dim, r.paged);
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = r.num_splits;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm_" << r.sm << " B" << r.batch << " Hkv " << r.kv_heads << " S" << r.seqlen_k << " hd"
+                   << r.head_dim << (r.paged ? " paged" : "") << " splits " << r.num_splits << ": "
+                   << i.kernel_name << ", " << i.num_splits << " splits");
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
+        fake_cuda_launch l;
+        if (r.kernel != shallow || !run_decode_plan(f, plan.p, i, fake_tensors(), &l)) continue;
+        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
+        CHECK(l.block[0] == 128);
+        // Q (16 rows of 104 elements), then 2 stages of 64 K and 64 V rows.
+        CHECK(l.shared_bytes == 16 * 104 * 2 + 2 * 2 * 64 * 96 * 2);
+    }
+}
+
 // The automatic split count on a 132-SM sm_90 device, for the serving
 // benchmark's decode rows (bf16; T > 1 causal bottom-right): the counts
 // measured fastest on the H200, or within 4% of it (docs/kernel-notes.md,

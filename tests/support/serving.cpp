@@ -1226,6 +1226,11 @@ std::vector<ServingCase> split_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 16, 4)
                     .q({1, 1, 1}).k({3000, 3000, 3000}).seqused({3000, 1777, 40})
                     .mask(kBottomRight).window(1000).softcap(25.0f).sinks());
+    // dense hd96 on the decode kernel's shallow tile (sm_90, grids of 265-396
+    // CTAs: here 16 splits x 8 KV heads x 3 sequences), bf16, softcap
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 96, 16, 8)
+                    .q({1, 1, 1}).k({3000, 3000, 3000}).seqused({3000, 1500, 7})
+                    .mask(kBottomRight).softcap(30.0f));
     return seeded(v, 23000);
 }
 
@@ -1283,6 +1288,10 @@ std::vector<ServingCase> sanitize_suite() {
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 8)
                     .q({1, 1, 1}).k({400, 400, 400}).seqused({400, 250, 33})
                     .mask(kBottomRight).window(300).sinks().splits(8));
+    // ... on the shallow hd96 tile (16 splits x 8 KV heads x 3 = 384 CTAs), softcap
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 16, 8)
+                    .q({1, 1, 1}).k({1100, 1100, 1100}).seqused({1100, 251, 18})
+                    .mask(kBottomRight).softcap(20.0f).splits(16));
     return seeded(v, 26000);
 }
 

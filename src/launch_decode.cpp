@@ -175,9 +175,9 @@ bool narrow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
 // 2) where the grid has more than 2 and at most 3 CTAs per SM: one wave of
 // it, where the 3-stage tile runs a full wave and a partial one. Measured on
 // the H200 against the 3-stage tile (d44, one split forced, 272-384 CTAs):
-// 1.06-1.30x; with the automatic split count (B48 H32/8 S4096, 1 split, 384
+// 1.11-1.30x; with the automatic split count (B48 H32/8 S4096, 1 split, 384
 // CTAs) 0.949 -> 1.055x cuDNN. Elsewhere it lost or tied: 128 lone CTAs
-// 0.75x, 416-512 CTAs 0.80-0.88x, 256 CTAs and 896-1088 within 1%; the
+// 0.75x, 416-512 CTAs 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the
 // narrow tile (32 keys) lost at hd96 almost everywhere (its CTAs keep too
 // few bytes in flight). The split count stays the 3-stage tile's.
 bool shallow_tile(const Problem &p, const DeviceLimits &dev, int splits) {

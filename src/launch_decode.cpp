@@ -153,38 +153,38 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
                                                                          : DecodeKv::kPagedWide;
 }
 
-// Dense hd128 on the narrow tile (32 keys a stage, half the bytes in flight
-// per CTA, up to 4 CTAs per SM) where the grid is one wave of it and has more
-// than ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the
-// SMs is served ~20% faster than the rest and the wave ends with the slow
-// ones (kernel-notes, "one-wave timeline"). Measured on the H200 against
-// cuDNN over 18 hd128 T=1 grids (d43): 192-528 CTAs 0.996-1.054x the 64-key
-// tile (B48 H32/8 S4096, 384 CTAs: 202 -> 192 us); 128 lone CTAs 0.85x (one
-// CTA per SM needs 64 KB in flight), 768 and 2048 CTAs (more waves)
-// 0.96-0.98x. The split count stays the 64-key tile's.
-bool narrow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
-    if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim != 128 || p.head_dim_v != 128)
-        return false;
+// The tile for a dense cache's grid, from the grid's CTA count after the
+// usual tile's split count (which stays). Measured on the H200 only: other
+// devices keep the usual tile.
+// hd128, the narrow tile (32 keys a stage, half the bytes in flight per CTA,
+// up to 4 CTAs per SM) where the grid is one wave of it and has more than
+// ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the SMs is
+// served ~20% faster than the rest and the wave ends with the slow ones
+// (kernel-notes, "one-wave timeline"). Against cuDNN over 18 hd128 T=1 grids
+// (d43): 192-528 CTAs 0.996-1.054x the 64-key tile (B48 H32/8 S4096, 384
+// CTAs: 202 -> 192 us); 128 lone CTAs 0.85x (one CTA per SM needs 64 KB in
+// flight), 768 and 2048 CTAs (more waves) 0.96-0.98x.
+// hd96, the shallow tile (64 keys, 2 stages, 4 CTAs per SM instead of 2)
+// where the grid has more than 2 and at most 3 CTAs per SM: one wave of it,
+// where the 3-stage tile runs a full wave and a partial one. Against the
+// 3-stage tile (d44, one split forced, 272-384 CTAs): 1.11-1.30x; with the
+// automatic split count (B48 H32/8 S4096, 1 split, 384 CTAs) 0.949 -> 1.055x
+// cuDNN. Elsewhere it lost or tied: 128 lone CTAs 0.75x, 416-512 CTAs
+// 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the narrow tile (32 keys) lost
+// at hd96 almost everywhere (its CTAs keep too few bytes in flight).
+DecodeKv dense_tile(const Problem &p, const DeviceLimits &dev, int splits) {
+    if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim_v != p.head_dim)
+        return DecodeKv::kDense;
     const int64_t ctas = grid_ctas(p, splits);
-    const int64_t wave = resident_ctas_per_sm(dev, decode_smem_bytes(128, DecodeKv::kDenseNarrow)) *
-                         int64_t(dev.num_sms);
-    return 100 * ctas >= 145 * int64_t(dev.num_sms) && ctas <= wave;
-}
-
-// Dense hd96 on the shallow tile (64 keys, 2 stages, 4 CTAs per SM instead of
-// 2) where the grid has more than 2 and at most 3 CTAs per SM: one wave of
-// it, where the 3-stage tile runs a full wave and a partial one. Measured on
-// the H200 against the 3-stage tile (d44, one split forced, 272-384 CTAs):
-// 1.11-1.30x; with the automatic split count (B48 H32/8 S4096, 1 split, 384
-// CTAs) 0.949 -> 1.055x cuDNN. Elsewhere it lost or tied: 128 lone CTAs
-// 0.75x, 416-512 CTAs 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the
-// narrow tile (32 keys) lost at hd96 almost everywhere (its CTAs keep too
-// few bytes in flight). The split count stays the 3-stage tile's.
-bool shallow_tile(const Problem &p, const DeviceLimits &dev, int splits) {
-    if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim != 96 || p.head_dim_v != 96)
-        return false;
-    const int64_t ctas = grid_ctas(p, splits);
-    return ctas > 2 * int64_t(dev.num_sms) && ctas <= 3 * int64_t(dev.num_sms);
+    const int64_t sms = dev.num_sms;
+    if (p.head_dim == 128) {
+        const int64_t wave =
+            resident_ctas_per_sm(dev, decode_smem_bytes(128, DecodeKv::kDenseNarrow)) * sms;
+        return 100 * ctas >= 145 * sms && ctas <= wave ? DecodeKv::kDenseNarrow : DecodeKv::kDense;
+    }
+    if (p.head_dim == 96)
+        return ctas > 2 * sms && ctas <= 3 * sms ? DecodeKv::kDenseShallow : DecodeKv::kDense;
+    return DecodeKv::kDense;
 }
 
 // hd64 KV heads read in pairs as one 128-column head (kernel-notes d39): two
@@ -315,8 +315,7 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     DecodeKv kv = cache_kind(p, dev);
     int splits = 1;
     const bool paired = pair_and_split(p, dev, kv, &splits);
-    if (!paired && narrow_tile(p, dev, splits)) kv = DecodeKv::kDenseNarrow;
-    if (shallow_tile(p, dev, splits)) kv = DecodeKv::kDenseShallow;
+    if (!paired && kv == DecodeKv::kDense) kv = dense_tile(p, dev, splits);
     // What the kernel streams (paired: hd128 tiles over half the KV heads).
     const Problem streamed = paired ? paired_view(p) : p;
     c.decode.paired = paired;

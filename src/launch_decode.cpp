@@ -21,6 +21,14 @@ constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
 // Above that, and up to this, only when the portable grid would be small.
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
 
+const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    if (head_dim == 96 && kv == DecodeKv::kDenseShallow)
+        return bf16 ? "fmha_decode_paired_shallow_bf16_hd96" : "fmha_decode_paired_shallow_fp16_hd96";
+    if (head_dim == 96) return bf16 ? "fmha_decode_paired_bf16_hd96" : "fmha_decode_paired_fp16_hd96";
+    return bf16 ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_paired_fp16_hd64";
+}
+
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
     if (kv == DecodeKv::kPagedWide)  // hd64 only (tile_traits.h)
@@ -187,50 +195,86 @@ DecodeKv dense_tile(const Problem &p, const DeviceLimits &dev, int splits) {
     return DecodeKv::kDense;
 }
 
-// hd64 KV heads read in pairs as one 128-column head (kernel-notes d39): two
-// adjacent heads' 128-byte rows make one 256-byte row, streamed as the hd128
-// kernel streams its rows. Needs the heads side by side in memory (head
-// stride 64, as in [.., kv_heads, 64] caches; not paged) and an even count,
-// and the pair's query rows (twice the group, times seqlen_q) in one 16-row
-// tile, so that no K/V is read twice. Measured on the H200 only.
+// hd64 / hd96 KV heads read in pairs as one 128- / 192-column head
+// (kernel-notes d39, d49): two adjacent heads' rows make one row of whole
+// 128-byte lines (256 / 384 bytes). At hd96 a lone head's 192-byte rows split
+// lines with the neighbouring head's, which both libraries pay for (d47, d49:
+// 6-7% on the same kernel). Needs the heads side by side in memory (head
+// stride = head_dim, as in [.., kv_heads, head_dim] caches; not paged) and an
+// even count, and the pair's query rows (twice the group, times seqlen_q) in
+// one 16-row tile, so that no K/V is read twice. Measured on the H200 only.
 bool paired_heads(const Problem &p, const DeviceLimits &dev) {
-    return dev.sm == 90 && p.head_dim == 64 && p.head_dim_v == 64 && !p.paged_kv &&
-           p.num_kv_heads % 2 == 0 && p.k.head == 64 && p.v.head == 64 && p.k.dim == 1 &&
-           p.v.dim == 1 && 2 * group_size(p) * p.seqlen_q <= kDecodeRows;
+    return dev.sm == 90 && (p.head_dim == 64 || p.head_dim == 96) && p.head_dim_v == p.head_dim &&
+           !p.paged_kv && p.num_kv_heads % 2 == 0 && p.k.head == p.head_dim &&
+           p.v.head == p.head_dim && p.k.dim == 1 && p.v.dim == 1 &&
+           2 * group_size(p) * p.seqlen_q <= kDecodeRows;
 }
 
-// The problem a paired kernel streams: head_dim 128 over half the KV heads.
+// The problem a paired kernel streams: twice the head_dim over half the KV heads.
 Problem paired_view(const Problem &p) {
     Problem v = p;
-    v.head_dim = v.head_dim_v = 128;
+    v.head_dim = v.head_dim_v = 2 * p.head_dim;
     v.num_kv_heads /= 2;
     v.k.head *= 2;
     v.v.head *= 2;
     return v;
 }
 
-// Whether to pair, and the split count. A pair keeps the unpaired plan's
-// grid: with s >= 2 splits, 2s splits over half the heads (the same CTAs,
-// each reading the same bytes, in 256-byte rows: 1.3-2.2% faster on the
-// H200), up to 32 (B2 H16/2 S16384, 32 splits unpaired, was 1.8% slower with
-// 64: each split adds a partial row to the combine); unsplit, only where
-// half the heads still give nearly every SM a CTA (1.0-3.0% faster). The
-// hd128 split model over half the heads was up to 7.7% slower (B16 H64/8
-// S4096: 2 splits and a combine where 1 unpaired ran faster).
-constexpr int kMaxPairedSplits = 32;
-
-bool pair_and_split(const Problem &p, const DeviceLimits &dev, DecodeKv kv, int *splits) {
-    const int unpaired = splits_for(p, dev, kv);
-    *splits = unpaired;
-    if (!paired_heads(p, dev)) return false;
-    if (p.num_splits > 0) return true;  // the caller's count, either way
-    if (unpaired >= 2) {
-        if (2 * unpaired > kMaxPairedSplits) return false;
-        *splits = 2 * unpaired;
+// The tile of a paired hd96 grid (192-column rows), or false where neither
+// was measured to win (kernel-notes d49). At most one CTA per SM: 64 keys x 3
+// stages (144 KB, one CTA per SM; B32 H32/8 S4096 114.4 -> 108.0 us, B8
+// H64/8 S16384 +2%, B1 and B8 within 0.5%). Unsplit grids from 1.45 CTAs per
+// SM: 64 keys x 2 stages (96 KB, two per SM; B64 H32/32 S2048 395.4 -> 374.0
+// us, B48 H32/8 S4096 164.4 -> 153.0 on the shallow hd96 tile before). In
+// between, the paired CTAs are too coarse to spread evenly over the SMs; split
+// grids past one CTA per SM were not measured. Those stay unpaired.
+bool paired_hd96_tile(const Problem &p, const DeviceLimits &dev, int splits, DecodeKv *kv) {
+    const int64_t ctas = grid_ctas(paired_view(p), splits);
+    const int64_t sms = dev.num_sms;
+    if (ctas <= sms) {
+        *kv = DecodeKv::kDense;
         return true;
     }
-    const Problem v = paired_view(p);
-    return 10 * grid_ctas(v, 1) >= 9 * int64_t(dev.num_sms);
+    if (splits == 1 && 100 * ctas >= 145 * sms) {
+        *kv = DecodeKv::kDenseShallow;
+        return true;
+    }
+    return false;
+}
+
+// Whether to pair, the split count, and the paired kernel's tile. A pair
+// keeps the unpaired plan's grid: with s >= 2 splits, 2s splits over half the
+// heads (the same CTAs, each reading the same bytes, in 256-byte rows: 1.3-2.2%
+// faster on the H200 at hd64), up to 32 (B2 H16/2 S16384, 32 splits unpaired,
+// was 1.8% slower with 64: each split adds a partial row to the combine);
+// unsplit, only where half the heads still give nearly every SM a CTA
+// (1.0-3.0% faster at hd64). The hd128 split model over half the heads was up
+// to 7.7% slower (B16 H64/8 S4096: 2 splits and a combine where 1 unpaired ran
+// faster).
+// hd96 pairs stop at 16 splits: B1 H32/8 S32768 with 32 paired splits ran
+// 42.6 us against 42.2-42.3 unpaired with 16 (d49).
+constexpr int kMaxPairedSplits = 32;
+constexpr int kMaxPairedSplitsHd96 = 16;
+
+bool pair_and_split(const Problem &p, const DeviceLimits &dev, DecodeKv *kv, int *splits) {
+    const int unpaired = splits_for(p, dev, *kv);
+    *splits = unpaired;
+    if (!paired_heads(p, dev)) return false;
+    int paired_splits = unpaired;
+    if (p.num_splits <= 0) {  // otherwise the caller's count, either way
+        if (unpaired >= 2) {
+            if (2 * unpaired > (p.head_dim == 96 ? kMaxPairedSplitsHd96 : kMaxPairedSplits))
+                return false;
+            paired_splits = 2 * unpaired;
+        } else if (10 * grid_ctas(paired_view(p), 1) < 9 * int64_t(dev.num_sms)) {
+            return false;
+        }
+    }
+    DecodeKv paired_kv = DecodeKv::kDense;  // hd64: the hd128 tile
+    if (p.head_dim == 96 && !paired_hd96_tile(p, dev, paired_splits, &paired_kv)) return false;
+    *splits = paired_splits;
+    *kv = paired_kv;
+    return true;
 }
 
 fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
@@ -314,9 +358,9 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.image_family = "decode";
     DecodeKv kv = cache_kind(p, dev);
     int splits = 1;
-    const bool paired = pair_and_split(p, dev, kv, &splits);
+    const bool paired = pair_and_split(p, dev, &kv, &splits);
     if (!paired && kv == DecodeKv::kDense) kv = dense_tile(p, dev, splits);
-    // What the kernel streams (paired: hd128 tiles over half the KV heads).
+    // What the kernel streams (paired: twice the head_dim over half the KV heads).
     const Problem streamed = paired ? paired_view(p) : p;
     c.decode.paired = paired;
     c.decode.q_heads_per_kv = static_cast<int32_t>(group_size(streamed));
@@ -326,8 +370,7 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.decode.v_head_stride = streamed.v.head;
     const int sd = static_cast<int>(streamed.head_dim);
     c.kernel_name = !paired ? kernel_name(p.dtype, p.head_dim, kv)
-                    : p.dtype == FMHA_DTYPE_BF16 ? "fmha_decode_paired_bf16_hd64"
-                                                 : "fmha_decode_paired_fp16_hd64";
+                            : paired_kernel_name(p.dtype, p.head_dim, kv);
     c.tile_m = kDecodeRows;
     c.tile_n = decode_tile(sd, kv).block_n;
     c.threads = decode_threads(sd, kv);

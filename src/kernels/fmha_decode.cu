@@ -13,13 +13,13 @@
 // cp.async pipeline (stage rows: see decode_kv_offset in tile_traits.h).
 // At the end the warps' softmax states are merged in shared memory.
 //
-// Paired heads (the `_paired` hd64 entry points): two KV heads whose rows
-// lie side by side in memory ([.., head, dim] with head stride 64) are read
-// as one 128-column head, so a CTA streams 256-byte rows as at hd128. The
-// host doubles the K/V head stride and the group; Q is placed in the half
-// of a 128-column row that holds its KV head (the other half zero), so
-// S = Q K^T sees only that head's keys, and each row keeps the half of
-// P V that is its own head's output.
+// Paired heads (the `_paired` hd64 and hd96 entry points): two KV heads whose
+// rows lie side by side in memory ([.., head, dim] with head stride = dim)
+// are read as one head of twice the columns, so a CTA streams rows of whole
+// 128-byte lines (256 / 384 bytes). The host doubles the K/V head stride and
+// the group; Q is placed in the half of a row that holds its KV head (the
+// other half zero), so S = Q K^T sees only that head's keys, and each row
+// keeps the half of P V that is its own head's output.
 #include <math_constants.h>
 
 #include "kernels/numeric.cuh"
@@ -71,8 +71,10 @@ __device__ __forceinline__ int paired_half(int head, int group) { return head % 
 template <bool kBf16, int D, DecodeKv kKv, bool kPaired = false>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
     using Cfg = Config<D, kKv>;
-    static_assert(!kPaired || (D == 128 && kKv == DecodeKv::kDense), "paired hd64 heads read as hd128");
-    // Columns of a Q/O row in memory: D, or one KV head's 64 when paired.
+    static_assert(!kPaired || (D == 128 && kKv == DecodeKv::kDense) ||
+                      (D == 192 && (kKv == DecodeKv::kDense || kKv == DecodeKv::kDenseShallow)),
+                  "paired hd64 / hd96 heads read as hd128 / hd192");
+    // Columns of a Q/O row in memory: D, or one KV head's D / 2 when paired.
     constexpr int kOutDim = kPaired ? D / 2 : D;
     constexpr bool kPaged = decode_paged(kKv);
     using T = typename Elem<kBf16>::T;
@@ -494,14 +496,19 @@ FMHA_DECODE_ENTRIES(96)
 FMHA_DECODE_ENTRIES(128)
 FMHA_DECODE_ENTRIES(256)
 FMHA_DECODE_ENTRIES(512)
-// hd64 KV heads read two at a time as one 128-column head (launch_decode.cpp).
-#define FMHA_DECODE_PAIRED_ENTRY(name, bf16)                                           \
-    extern "C" __global__ void __launch_bounds__(                                      \
-        fmha::decode_threads(128, fmha::DecodeKv::kDense)) name(const fmha::DecodeParams p) { \
-        fmha::decode::decode<bf16, 128, fmha::DecodeKv::kDense, true>(p);              \
+// hd64 / hd96 KV heads read two at a time as one 128- / 192-column head;
+// paired hd96 on the 3-stage or the shallow tile (launch_decode.cpp chooses).
+#define FMHA_DECODE_PAIRED_ENTRY(name, bf16, d, kv)                                    \
+    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(2 * d, kv))      \
+        name(const fmha::DecodeParams p) {                                             \
+        fmha::decode::decode<bf16, 2 * d, kv, true>(p);                                \
     }
-FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd64, true)
-FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd64, false)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd64, true, 64, fmha::DecodeKv::kDense)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd64, false, 64, fmha::DecodeKv::kDense)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd96, true, 96, fmha::DecodeKv::kDense)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd96, false, 96, fmha::DecodeKv::kDense)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_shallow_bf16_hd96, true, 96, fmha::DecodeKv::kDenseShallow)
+FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_shallow_fp16_hd96, false, 96, fmha::DecodeKv::kDenseShallow)
 // Dense hd128 on the narrow tile (tile_traits.h; launch_decode.cpp chooses).
 FMHA_DECODE_ENTRY(fmha_decode_narrow_bf16_hd128, true, 128, fmha::DecodeKv::kDenseNarrow)
 FMHA_DECODE_ENTRY(fmha_decode_narrow_fp16_hd128, false, 128, fmha::DecodeKv::kDenseNarrow)

@@ -192,6 +192,9 @@ namespace fmha {
 // Dense hd96 has a shallow tile: the 64-key tile with 2 stages instead of 3,
 // 52 KB, so 4 CTAs per SM instead of 2. Grids of 2 to 3 CTAs per SM then run
 // as one wave instead of a full wave and a partial one (kernel-notes d44).
+// hd96 KV heads read in pairs stream 192-column rows (head_dim 192 here): 3
+// stages (144 KB, one CTA per SM) or the shallow 2 (96 KB, two per SM)
+// (kernel-notes d49; launch_decode.cpp chooses).
 struct DecodeTile {
     int warps;    // per CTA
     int block_n;  // keys per pipeline stage (whole 16-key slices per warp)
@@ -201,8 +204,8 @@ struct DecodeTile {
 
 // How the kernel reads K and V: a dense cache, or pages through a block
 // table on the usual tile or (hd64) the wide one; or a dense cache on the
-// narrow tile (hd128) or the shallow one (hd96), for grids of one wave at
-// their occupancy.
+// narrow tile (hd128) or the shallow one (hd96 and paired hd96), for grids of
+// one wave at their occupancy.
 enum class DecodeKv : int {
     kDense = 0,
     kPaged = 1,
@@ -255,11 +258,11 @@ FMHA_HOST_DEVICE constexpr int decode_smem_row(int head_dim) { return head_dim +
 // both for every head_dim).
 template <int D>
 FMHA_HOST_DEVICE constexpr int decode_kv_offset(int r, int c) {
-    static_assert(D % 128 == 0 || D == 64 || D == 96, "no K/V swizzle for this head_dim");
+    static_assert(D % 64 == 0 || D == 96, "no K/V swizzle for this head_dim");
     // 192-byte rows: even rows start on a bank line, odd rows half-way along
     // one; XOR with (r / 2) % 4 spreads each parity's 4 rows over the 4 slots
     // of its half (the XOR stays within a 64-byte group). Rows of whole
-    // 128-byte lines: XOR with r % 8.
+    // 128-byte lines (head_dim a multiple of 64): XOR with r % 8.
     return r * D + ((D == 96 ? c ^ ((r >> 1) & 3) : c ^ (r & 7)) << 3);
 }
 

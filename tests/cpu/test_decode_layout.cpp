@@ -53,6 +53,7 @@ TEST_CASE("decode K/V stages: every chunk in its row, once, and ldmatrix conflic
     check_layout<64>();
     check_layout<96>();
     check_layout<128>();
+    check_layout<192>();  // paired hd96 heads
     check_layout<256>();
     check_layout<512>();
 }

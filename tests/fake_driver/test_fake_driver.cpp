@@ -1129,8 +1129,9 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                     CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
                     CHECK(i.num_splits == splits);
                     CHECK((std::string(i.kernel_name).find("_paged_") != std::string::npos) == paged);
-                    // sm_90 reads contiguous hd64's two KV heads as one pair (d39).
-                    const bool paired = sm == 90 && hd == 64 && !paged;
+                    // sm_90 reads contiguous hd64's and hd96's two KV heads as one
+                    // pair (d39, d49; 6 CTAs here, at most one per SM).
+                    const bool paired = sm == 90 && (hd == 64 || hd == 96) && !paged;
                     CHECK((std::string(i.kernel_name).find("_paired_") != std::string::npos) == paired);
                     CHECK((i.workspace_bytes > 0) == (splits > 1));
                     fmha_tensors t = fake_tensors();
@@ -1340,7 +1341,7 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
         {90, 24, 8, 1, 4096, 128, 0, false, true, 384},   // 2 automatic splits
         {90, 1, 8, 1, 32768, 128, 33, false, true, 264},
         {90, 32, 8, 1, 4096, 128, 0, true, false, 256},
-        {90, 32, 8, 1, 4096, 96, 0, false, false, 256},
+        {90, 16, 8, 1, 8192, 96, 0, false, false, 128},   // (unpaired: 64 pairs)
         {80, 32, 8, 1, 4096, 128, 1, false, false, 256}};
     for (const Row &r : rows) {
         if (!embeds(r.sm)) continue;
@@ -1374,7 +1375,9 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
 // CTAs per SM) where the grid has more than 2 and at most 3 CTAs per SM of a
 // 132-SM device, 265-396 CTAs (launch_decode.cpp, kernel-notes d44); the split
 // count is the 3-stage tile's. Other grids, paged caches, hd128 (the narrow
-// tile there) and other devices keep their tiles.
+// tile there) and other devices keep their tiles. The cache's heads are
+// padded to 128 elements here, so that they are not read in pairs (the next
+// test has the pairs).
 TEST_CASE("fake driver: dense hd96 decode takes the shallow tile for grids of 2-3 CTAs per SM on sm_90",
           "[cpu][fake-driver][run][decode]") {
     struct Row {
@@ -1403,6 +1406,12 @@ TEST_CASE("fake driver: dense hd96 decode takes the shallow tile for grids of 2-
         if (!embeds(r.sm)) continue;
         Fake &f = fresh_fake(r.sm);
         fmha_descriptor d = decode_row_desc(r.batch, 32, r.kv_heads, 1, r.seqlen_k, r.head_dim, r.paged);
+        if (!r.paged) {  // [B, S, Hkv, 128] rows holding head_dim elements
+            d.k_strides.head = 128;
+            d.k_strides.seq = r.kv_heads * 128;
+            d.k_strides.batch = r.seqlen_k * d.k_strides.seq;
+            d.v_strides = d.k_strides;
+        }
         d.kernel = FMHA_KERNEL_DECODE;
         d.num_splits = r.num_splits;
         Plan plan;
@@ -1419,6 +1428,80 @@ TEST_CASE("fake driver: dense hd96 decode takes the shallow tile for grids of 2-
         CHECK(l.block[0] == 128);
         // Q (16 rows of 104 elements), then 2 stages of 64 K and 64 V rows.
         CHECK(l.shared_bytes == 16 * 104 * 2 + 2 * 2 * 64 * 96 * 2);
+    }
+}
+
+// Contiguous hd96 reads two KV heads as one 192-column head on sm_90 (rows of
+// whole 128-byte lines; kernel-notes d49) where the paired grid has at most
+// one CTA per SM (3 stages, 144 KB) or is unsplit with at least 1.45 per SM
+// (the shallow 2 stages, 96 KB); in between, split grids past one CTA per SM,
+// heads not side by side and other devices stay unpaired (then the shallow
+// tile's own rule applies). 132 SMs.
+TEST_CASE("fake driver: hd96 decode pairs KV heads on the tile its grid was measured on",
+          "[cpu][fake-driver][run][decode]") {
+    struct Row {
+        int sm;
+        int64_t batch, q_heads, kv_heads, seqlen_k;
+        Layout layout;
+        int32_t num_splits;  // 0: automatic
+        const char *kernel;
+        int splits;
+        unsigned grid_ctas;  // of the decode launch
+    };
+    const char *paired = "fmha_decode_paired_bf16_hd96";
+    const char *paired_shallow = "fmha_decode_paired_shallow_bf16_hd96";
+    const char *shallow = "fmha_decode_shallow_bf16_hd96", *plain = "fmha_decode_bf16_hd96";
+    const Row rows[] = {
+        {90, 32, 32, 8, 4096, Layout::BSHD, 0, paired, 1, 128},
+        {90, 33, 32, 8, 4096, Layout::BSHD, 1, paired, 1, 132},
+        {90, 8, 64, 8, 16384, Layout::BSHD, 0, paired, 4, 128},   // unpaired: 2 splits
+        {90, 1, 32, 8, 32768, Layout::BSHD, 0, plain, 16, 128},   // 32 paired splits: past 16
+        {90, 4, 32, 8, 16384, Layout::BSHD, 0, paired, 8, 128},   // unpaired: 4
+        {90, 34, 32, 8, 4096, Layout::BSHD, 1, shallow, 1, 272},  // 136 pairs: unpaired
+        {90, 48, 32, 8, 4096, Layout::BSHD, 0, paired_shallow, 1, 192},
+        {90, 12, 32, 32, 4096, Layout::BSHD, 0, paired_shallow, 1, 192},
+        {90, 64, 32, 32, 2048, Layout::BSHD, 0, paired_shallow, 1, 1024},
+        {90, 40, 32, 8, 4096, Layout::BSHD, 0, plain, 2, 640},    // split, 640 pairs
+        {90, 34, 32, 8, 4096, Layout::BSHD, 0, plain, 4, 1088},   // split, 1088 pairs
+        {90, 16, 32, 8, 8192, Layout::BSHD, 0, plain, 1, 128},    // 64 pairs
+        {90, 32, 32, 1, 4096, Layout::BSHD, 0, plain, 4, 256},    // MQA
+        {90, 32, 32, 8, 4096, Layout::BHSD, 0, plain, 1, 256},    // heads not side by side
+        {80, 32, 32, 8, 4096, Layout::BSHD, 0, plain, 1, 256},
+    };
+    for (const Row &r : rows) {
+        if (!embeds(r.sm)) continue;
+        Fake &f = fresh_fake(r.sm);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 96, r.layout, 1, r.seqlen_k);
+        d.batch = r.batch;
+        d.num_q_heads = r.q_heads;
+        d.num_kv_heads = r.kv_heads;
+        d.q_strides = d.o_strides = make_layout(r.layout, r.batch, 1, r.q_heads, 96).strides;
+        d.k_strides = d.v_strides = make_layout(r.layout, r.batch, r.seqlen_k, r.kv_heads, 96).strides;
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = r.num_splits;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm_" << r.sm << " B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " S"
+                   << r.seqlen_k << " layout " << int(r.layout) << ": " << i.kernel_name << ", "
+                   << i.num_splits << " splits");
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        CHECK(i.num_splits == r.splits);
+        // Q (16 rows of head_dim + 8), then the stages of 64 K and 64 V rows.
+        const bool pair = r.kernel == paired || r.kernel == paired_shallow;
+        const int cols = pair ? 192 : 96;
+        const int stages = r.kernel == paired || r.kernel == plain ? 3 : 2;
+        CHECK(i.threads_per_cta == 128);
+        CHECK(i.shared_memory_bytes == 16 * (cols + 8) * 2 + stages * 2 * 64 * cols * 2);
+        // (split, 16-row tiles x KV heads or pairs, batch): one tile of 4 or
+        // 8 query rows per head or pair; MQA's 32 query heads take two tiles.
+        const int64_t heads = pair ? r.kv_heads / 2 : r.kv_heads;
+        const int64_t tiles = (int64_t(pair ? 2 : 1) * (r.q_heads / r.kv_heads) + 15) / 16;
+        CHECK(int64_t(i.num_splits) * heads * tiles * r.batch == r.grid_ctas);
+        fake_cuda_launch l;
+        if (!run_decode_plan(f, plan.p, i, fake_tensors(), &l)) continue;  // split: combine last
+        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
+        CHECK(l.shared_bytes == unsigned(i.shared_memory_bytes));
     }
 }
 

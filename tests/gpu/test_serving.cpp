@@ -468,9 +468,9 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             CHECK(g.same_inf);
         }
     }
-    // Both paged hd64 tiles ran (the 448-CTA case above; 114-132 SMs), and
-    // the `_paged16` and `_paired` cases took those entry points at every
-    // split count.
+    // Both paged hd64 tiles ran (the 448-CTA case above; 114-132 SMs), the
+    // `_paged16` and `_paired` hd64 cases took those entry points at every
+    // split count, and both paired hd96 tiles ran.
     if (current_device_sm() == 90 && !std::getenv("FMHA_TEST_CASE") && !st.aborted) {
         CHECK(st.kernels.count("fmha_decode_paged_bf16_hd64") == 1);
         CHECK(st.kernels.count("fmha_decode_paged_wide_bf16_hd64") == 1);
@@ -482,6 +482,9 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
         CHECK(runs_of("fmha_fwd_sm90_fp16_hd256_paged16") >= 6);
         CHECK(runs_of("fmha_decode_paired_bf16_hd64") >= 6);
         CHECK(runs_of("fmha_decode_paired_fp16_hd64") >= 6);
+        // hd96 pairs: the one-split runs of the hd96 cases (132 SMs)
+        CHECK(runs_of("fmha_decode_paired_bf16_hd96") >= 1);
+        CHECK(runs_of("fmha_decode_paired_shallow_fp16_hd96") >= 1);
     }
     finish("split", st);
 }

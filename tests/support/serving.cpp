@@ -1231,6 +1231,16 @@ std::vector<ServingCase> split_suite() {
     v.push_back(serving_case(FMHA_DTYPE_BF16, 96, 16, 8)
                     .q({1, 1, 1}).k({3000, 3000, 3000}).seqused({3000, 1500, 7})
                     .mask(kBottomRight).softcap(30.0f));
+    // hd96 KV heads read in pairs (sm_90): unsplit, 8 pairs x 24 sequences = 192
+    // CTAs on the paired shallow tile (2 stages of 192-column rows); split, on
+    // the unpaired tiles; fp16, sinks, ragged lengths
+    {
+        std::vector<int32_t> used(24);
+        for (int i = 0; i < 24; ++i) used[i] = 1 + (i * 97) % 600;
+        v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 32, 16)
+                        .q(std::vector<int32_t>(24, 1)).k(std::vector<int32_t>(24, 600))
+                        .seqused(used).mask(kBottomRight).sinks());
+    }
     return seeded(v, 23000);
 }
 
@@ -1292,6 +1302,18 @@ std::vector<ServingCase> sanitize_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 16, 8)
                     .q({1, 1, 1}).k({1100, 1100, 1100}).seqused({1100, 251, 18})
                     .mask(kBottomRight).softcap(20.0f).splits(16));
+    // ... hd96 KV heads in pairs on the paired shallow tile (8 pairs x 24 = 192 CTAs)
+    // and on the paired 3-stage one (8 pairs x 2 splits x 3 = 48), bf16, sinks
+    {
+        std::vector<int32_t> used(24);
+        for (int i = 0; i < 24; ++i) used[i] = 1 + (i * 53) % 300;
+        v.push_back(serving_case(FMHA_DTYPE_BF16, 96, 32, 16)
+                        .q(std::vector<int32_t>(24, 1)).k(std::vector<int32_t>(24, 300))
+                        .seqused(used).mask(kBottomRight).sinks().splits(1));
+    }
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 96, 32, 16)
+                    .q({1, 1, 1}).k({700, 700, 700}).seqused({700, 333, 5})
+                    .mask(kBottomRight).softcap(20.0f).splits(2));
     return seeded(v, 26000);
 }
 

@@ -1311,6 +1311,16 @@ static bool run_decode_plan(Fake &f, const fmha_plan *plan, const fmha_plan_info
     return true;
 }
 
+// Runs a decode plan on the fake; unsplit, checks its launch's CTA count and
+// shared memory (a split plan's last launch is the combine).
+static void check_decode_launch(Fake &f, const fmha_plan *plan, const fmha_plan_info &i,
+                                unsigned grid_ctas, unsigned shared_bytes) {
+    fake_cuda_launch l;
+    if (!run_decode_plan(f, plan, i, fake_tensors(), &l)) return;
+    CHECK(l.grid[0] * l.grid[1] * l.grid[2] == grid_ctas);
+    CHECK(l.shared_bytes == shared_bytes);
+}
+
 // Dense hd128 decode on sm_90 streams the narrow tile (32 keys, up to 4 CTAs
 // per SM) where its grid is one wave of 132 x 4 CTAs with at least 1.45 per
 // SM (launch_decode.cpp, kernel-notes d43); lone CTAs (128), more waves (768,
@@ -1363,11 +1373,9 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
         CHECK(std::string(i.kernel_name) == (r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain));
         CHECK(i.tile_n == (r.narrow ? 32 : 64));
         CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
-        fake_cuda_launch l;
-        if (!r.narrow || !run_decode_plan(f, plan.p, i, fake_tensors(), &l)) continue;
-        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
         // Q (16 rows of 136 elements), then 3 stages of 32 K and 32 V rows.
-        CHECK(l.shared_bytes == 16 * 136 * 2 + 3 * 2 * 32 * 128 * 2);
+        if (r.narrow)
+            check_decode_launch(f, plan.p, i, r.grid_ctas, 16 * 136 * 2 + 3 * 2 * 32 * 128 * 2);
     }
 }
 
@@ -1422,12 +1430,10 @@ TEST_CASE("fake driver: dense hd96 decode takes the shallow tile for grids of 2-
                    << i.kernel_name << ", " << i.num_splits << " splits");
         CHECK(std::string(i.kernel_name) == r.kernel);
         CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
-        fake_cuda_launch l;
-        if (r.kernel != shallow || !run_decode_plan(f, plan.p, i, fake_tensors(), &l)) continue;
-        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
-        CHECK(l.block[0] == 128);
-        // Q (16 rows of 104 elements), then 2 stages of 64 K and 64 V rows.
-        CHECK(l.shared_bytes == 16 * 104 * 2 + 2 * 2 * 64 * 96 * 2);
+        // Q (16 rows of 104 elements), then 2 stages of 64 K and 64 V rows (128
+        // threads: run_decode_plan checks them).
+        if (r.kernel == shallow)
+            check_decode_launch(f, plan.p, i, r.grid_ctas, 16 * 104 * 2 + 2 * 2 * 64 * 96 * 2);
     }
 }
 
@@ -1498,10 +1504,7 @@ TEST_CASE("fake driver: hd96 decode pairs KV heads on the tile its grid was meas
         const int64_t heads = pair ? r.kv_heads / 2 : r.kv_heads;
         const int64_t tiles = (int64_t(pair ? 2 : 1) * (r.q_heads / r.kv_heads) + 15) / 16;
         CHECK(int64_t(i.num_splits) * heads * tiles * r.batch == r.grid_ctas);
-        fake_cuda_launch l;
-        if (!run_decode_plan(f, plan.p, i, fake_tensors(), &l)) continue;  // split: combine last
-        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == r.grid_ctas);
-        CHECK(l.shared_bytes == unsigned(i.shared_memory_bytes));
+        check_decode_launch(f, plan.p, i, r.grid_ctas, unsigned(i.shared_memory_bytes));
     }
 }
 

@@ -11,6 +11,7 @@
 #include "images.h"
 #include "kernels/params.h"
 #include "plan.h"
+#include "split_kv.h"
 #include "struct_versions.h"
 #include "validate.h"
 
@@ -170,12 +171,14 @@ FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_
     sh.heads = static_cast<int32_t>(h);
     sh.head_dim = static_cast<int32_t>(m.head_dim);
     sh.num_parts = m.num_parts;
+    sh.team = fmha::combine_team(m.head_dim, m.num_parts);
     fmha::ScopedContext scope(*plan->drv, plan->ctx);
     FMHA_TRY(scope.status());
-    // One CTA per (row, head), launched dependent: it is scheduled while the
-    // runs that computed the parts drain, and waits for their memory.
+    // A team of threads per (row, head), launched dependent: it is scheduled
+    // while the runs that computed the parts drain, and waits for their memory.
     return fmha::launch_dependent(*plan->drv, plan->device_sm, plan->function,
-                                  static_cast<unsigned>(sh.rows * h), 1, 1, fmha::kCombineThreads,
+                                  fmha::combine_blocks(sh.rows * h, sh.team), 1, 1,
+                                  fmha::kCombineThreads,
                                   0, reinterpret_cast<CUstream>(stream), &cp,
                                   plan->choice.kernel_name);
 }

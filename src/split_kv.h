@@ -20,9 +20,9 @@ struct SplitWorkspace {
 
 SplitWorkspace split_workspace(const Problem &p, int splits);
 
-// Plan-time limits of a split into `splits` parts: the combine launches one
-// CTA per (query row, head) in grid x (at most 2^31-1), which also bounds
-// split_workspace's sizes. NOT_SUPPORTED, with the numbers, beyond them.
+// Plan-time limits of a split into `splits` parts: the combine launches at
+// most one CTA per (query row, head) in grid x (at most 2^31-1), which also
+// bounds split_workspace's sizes. NOT_SUPPORTED, with the numbers, beyond them.
 fmha_status check_split_kv(const Problem &p, int splits);
 
 // Where the partials of a run go inside `workspace`.
@@ -31,6 +31,13 @@ struct SplitPartials {
     float *lse = nullptr;
 };
 SplitPartials split_partials(const Problem &p, int splits, void *workspace);
+
+// Threads of the combine kernel per (row, head) for `parts` parts of
+// head_dim columns: whole warps covering the row's 4-column chunks, doubled
+// (up to the CTA's 128) while a thread would sum more than 4 parts.
+int combine_team(int64_t head_dim, int parts);
+// Its grid: CTAs of kCombineThreads / team teams over `pairs` (row, head) pairs.
+unsigned combine_blocks(int64_t pairs, int team);
 
 // The combine kernel's name for the problem's output dtype.
 const char *split_combine_kernel_name(fmha_dtype dtype);

@@ -65,13 +65,17 @@ __device__ __forceinline__ void add_scaled(float4 &acc, float w, const float4 &x
     acc.w += w * x.w;
 }
 
-// One CTA per (row, head); its critical path is a few memory latencies, so
-// everything independent is issued at once. Each thread owns one 4-column
-// chunk of a strided subset of the parts (independent loads, many in flight)
-// and loads its first kPrefetch chunks together with the LSEs. Every warp
-// reduces all the LSEs itself (no block barrier before the weights), keeps
-// the weights w_p = exp(LSE_p - LSE) in its own shared-memory row, and the
-// subsets are summed through shared memory at the end: one block barrier.
+// A team of `shape.team` threads (32, 64 or 128: whole warps) per (row,
+// head), 128 / team teams per CTA: with few parts a whole CTA per row left
+// most threads idle and the rows ran in several rounds of CTAs. A team's
+// critical path is a few memory latencies, so everything independent is
+// issued at once. Each thread owns one 4-column chunk of a strided subset of
+// the parts (independent loads, many in flight) and loads its first
+// kPrefetch chunks together with the LSEs. Every warp reduces all its row's
+// LSEs itself (no barrier before the weights), keeps the weights
+// w_p = exp(LSE_p - LSE) in its own shared-memory row, and the subsets are
+// summed through shared memory at the end: one block barrier, where a team
+// has more than one subset (the same for every team of the launch).
 template <typename In, bool kBf16Out, typename Params>
 __device__ __forceinline__ void combine(const Params &p) {
     using Out = typename Elem<kBf16Out>::T;
@@ -82,9 +86,16 @@ __device__ __forceinline__ void combine(const Params &p) {
     ptx::wait_for_predecessor();  // split-KV: the decode grid's partials
     ptx::launch_dependents();     // a dependent launch may be scheduled now
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int64_t row = blockIdx.x / sh.heads;
-    const int head = static_cast<int>(blockIdx.x % sh.heads);
-    if (sh.row_limit != nullptr && row >= *sh.row_limit) return;  // past the packed rows
+    const unsigned team = sh.team;
+    const int team_tid = tid % team, team0 = tid - team_tid;  // the team's first thread
+    // (row, head) pairs number at most 2^31-1 (check_split_kv, the merge's
+    // checks), so 32-bit unsigned arithmetic holds them.
+    const unsigned item = blockIdx.x * (kThreads / team) + tid / team;
+    const int64_t row = item / unsigned(sh.heads);
+    const int head = static_cast<int>(item % unsigned(sh.heads));
+    // Rows past the last (or past the packed rows) do nothing but still reach
+    // the block barrier below.
+    const bool valid = row < sh.rows && (sh.row_limit == nullptr || row < *sh.row_limit);
     const int64_t b = row / sh.seqlen, s = row % sh.seqlen;
     const int64_t lse_offset = b * sh.lse_part_stride.batch + s * sh.lse_part_stride.seq +
                                head * sh.lse_part_stride.head;
@@ -96,15 +107,16 @@ __device__ __forceinline__ void combine(const Params &p) {
 #pragma unroll
     for (int i = 0; i < kLsePerLane; ++i) {
         const int part = lane + 32 * i;
-        lse_l[i] = part < sh.num_parts ? part_lse(p, part)[lse_offset] : -CUDART_INF_F;
+        lse_l[i] = valid && part < sh.num_parts ? part_lse(p, part)[lse_offset] : -CUDART_INF_F;
     }
 
-    // head_dim <= 512 (fmha.h's limit): a row's chunks fit in one pass.
+    // head_dim <= 512 (fmha.h's limit): a row's chunks fit in one pass of a
+    // team (the host makes the team at least head_dim / 4 threads).
     static_assert(512 / 4 <= kThreads, "one pass over the columns");
     const int chunks = sh.head_dim / 4;
-    const int groups = kThreads / chunks;  // part subsets summed in parallel
-    const int chunk = tid % chunks, group = tid / chunks;
-    const bool active = group < groups;    // head_dim 96: a few idle threads
+    const int groups = team / chunks;  // part subsets summed in parallel
+    const int chunk = team_tid % chunks, group = team_tid / chunks;
+    const bool active = valid && group < groups;  // head_dim 96: a few idle threads
     float4 early[kPrefetch];
 #pragma unroll
     for (int i = 0; i < kPrefetch; ++i) {
@@ -113,8 +125,8 @@ __device__ __forceinline__ void combine(const Params &p) {
             early[i] = load4(part_o<In>(p, part) + part_offset + 4 * chunk);
     }
 
-    // LSE = log(sum_p exp(LSE_p) [+ exp(sink)]), by every warp.
-    const float sink = sh.sinks != nullptr ? sh.sinks[head] : -CUDART_INF_F;
+    // LSE = log(sum_p exp(LSE_p) [+ exp(sink)]), by every warp of the team.
+    const float sink = valid && sh.sinks != nullptr ? sh.sinks[head] : -CUDART_INF_F;
     float mx = sink;
 #pragma unroll
     for (int i = 0; i < kLsePerLane; ++i) mx = fmaxf(mx, lse_l[i]);
@@ -151,18 +163,19 @@ __device__ __forceinline__ void combine(const Params &p) {
             if (w[part] != 0.f)
                 add_scaled(acc, w[part], load4(part_o<In>(p, part) + part_offset + 4 * chunk));
     }
-    if (groups > 1) {  // uniform across the CTA
+    if (groups > 1) {  // uniform across the CTA: every team has the same size
         partial[tid] = acc;
         __syncthreads();
         if (group == 0)
             for (int g = 1; g < groups; ++g) {
-                const float4 x = partial[g * chunks + chunk];
+                const float4 x = partial[team0 + g * chunks + chunk];
                 acc.x += x.x;
                 acc.y += x.y;
                 acc.z += x.z;
                 acc.w += x.w;
             }
     }
+    if (!valid) return;
     if (group == 0) {
         Out *out = static_cast<Out *>(sh.o) + b * sh.o_stride.batch + s * sh.o_stride.seq +
                    int64_t(head) * sh.o_stride.head;
@@ -171,7 +184,7 @@ __device__ __forceinline__ void combine(const Params &p) {
         packed.y = Elem<kBf16Out>::pack(acc.z, acc.w);
         *reinterpret_cast<uint2 *>(out + 4 * chunk) = packed;
     }
-    if (tid == 0 && sh.lse != nullptr)
+    if (team_tid == 0 && sh.lse != nullptr)
         sh.lse[b * sh.lse_stride.batch + s * sh.lse_stride.seq + head * sh.lse_stride.head] = lse;
 }
 

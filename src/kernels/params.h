@@ -75,8 +75,9 @@ struct DecodeParams {
 // part_o(p) + b*part_stride.batch + s*part_stride.seq + h*part_stride.head,
 // its LSE at part_lse(p) + the same with lse_part_stride.
 constexpr int kMaxCombineParts = 128;
-// One CTA of this many threads per (row, head): on the H200, 256 threads
-// measured 1-2% slower end to end at B=8 (kernel-notes.md, d20).
+// CTAs of this many threads, split into teams of `team` threads, one per
+// (row, head) (combine_team in split_kv.h): on the H200, 256-thread CTAs of
+// one team measured 1-2% slower end to end at B=8 (kernel-notes.md, d20).
 constexpr int kCombineThreads = 128;
 struct CombineShape {
     TensorStrides part_stride;
@@ -92,6 +93,7 @@ struct CombineShape {
     int32_t heads;
     int32_t head_dim;
     int32_t num_parts;
+    int32_t team;                   // threads per (row, head): 32, 64 or 128 (combine_team)
 };
 
 // fmha_run_merge: the caller's parts, anywhere in memory.

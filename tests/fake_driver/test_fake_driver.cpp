@@ -120,6 +120,17 @@ fmha_merge_descriptor make_merge_desc() {
 // Never dereferenced by the fake: only alignment matters.
 alignas(256) unsigned char g_fake_memory[4096];
 
+// The combine's grid (split_kv.cpp, combine_team): a team of whole warps per
+// (row, head) covering its 4-column chunks, doubled up to the CTA's 128
+// threads while a thread would sum more than 4 parts; 128 / team teams per CTA.
+unsigned expected_combine_ctas(int64_t pairs, int64_t head_dim, int parts) {
+    const int64_t chunks = head_dim / 4;
+    int64_t team = (chunks + 31) / 32 * 32;
+    while (team < 128 && parts > 4 * (team / chunks)) team *= 2;
+    const int64_t per_cta = 128 / team;
+    return unsigned((pairs + per_cta - 1) / per_cta);
+}
+
 fmha_tensors fake_tensors() {
     fmha_tensors t;
     REQUIRE(fmha_tensors_init(&t, FMHA_TENSORS_VERSION) == FMHA_STATUS_SUCCESS);
@@ -874,7 +885,13 @@ TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few
         REQUIRE(f.last_launch(&l) == 1);
         if (sh.splits > 1) {  // the combine over every (row, head), after the Hopper grid
             CHECK(std::string(l.kernel) == "fmha_combine_splits_bf16");
-            CHECK((long long)l.grid[0] == sh.batch * sh.sq * 32);
+            // hd128: four (row, head) teams of 32 threads per CTA up to 4 splits,
+            // two of 64 up to 8, one of 128 beyond
+            const long long pairs = sh.batch * sh.sq * 32;
+            const long long per_cta = sh.splits <= 4 ? 4 : sh.splits <= 8 ? 2 : 1;
+            CHECK((long long)l.grid[0] == (pairs + per_cta - 1) / per_cta);
+            CHECK(l.grid[0] == expected_combine_ctas(pairs, 128, int(sh.splits)));
+            CHECK(l.block[0] == 128u);
             CHECK(l.programmatic == 1);
         } else {
             CHECK(std::string(l.kernel).find("fmha_fwd_sm90_bf16_hd128") == 0);
@@ -1160,7 +1177,9 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                         fake_cuda_launch l;
                         REQUIRE(f.last_launch(&l) == 1);
                         CHECK(std::string(l.kernel).find("fmha_combine_splits_fp16") == 0);
-                        CHECK(l.grid[0] * l.grid[1] * l.grid[2] == 3u * 8u);  // (row, head) pairs
+                        // 3 rows x 8 heads, in teams (CTAs of 128 / team of them)
+                        CHECK(l.grid[1] * l.grid[2] == 1u);
+                        CHECK(l.grid[0] == expected_combine_ctas(3 * 8, hd, splits));
                         CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
                     }
                 }
@@ -1882,6 +1901,40 @@ TEST_CASE("fake driver: a launch in a destroyed context gives CONTEXT_MISMATCH",
     f.fail(nullptr, 0);
     const fake_cuda_stats s = f.stats();
     CHECK(s.context_pushes == s.context_pops);
+}
+
+// fmha_run_merge launches the combine kernel in teams of threads per (row,
+// head): with 2 parts of 128 columns, four teams of 32 per CTA; with 16 parts
+// of 64 columns, two teams of 64 (each thread sums at most 4 parts).
+TEST_CASE("fake driver: the merge packs (row, head) pairs into CTAs by team",
+          "[cpu][fake-driver][run][merge]") {
+    Fake &f = fresh_fake(80);
+    struct Row {
+        int64_t head_dim;
+        int32_t parts;
+        unsigned ctas;
+    };
+    for (const Row r : {Row{128, 2, 2}, Row{64, 16, 4}, Row{512, 2, 8}}) {
+        fmha_merge_descriptor m = make_merge_desc();  // 4 rows x 2 heads
+        m.head_dim = r.head_dim;
+        m.num_parts = r.parts;
+        REQUIRE(fmha_strides_bshd(&m.part_strides, 4, 2, r.head_dim) == FMHA_STATUS_SUCCESS);
+        m.o_strides = m.part_strides;
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_create_merge_plan(&plan.p, &m));
+        std::vector<const void *> o_parts(size_t(r.parts), g_fake_memory);
+        std::vector<const float *> lse_parts(size_t(r.parts),
+                                             reinterpret_cast<const float *>(g_fake_memory + 512));
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                            fmha_run_merge(plan.p, o_parts.data(), lse_parts.data(),
+                                           g_fake_memory + 1024, nullptr, nullptr));
+        fake_cuda_launch l;
+        REQUIRE(f.last_launch(&l) == 1);
+        INFO("head_dim " << r.head_dim << ", " << r.parts << " parts");
+        CHECK(l.grid[0] == r.ctas);
+        CHECK(l.grid[0] == expected_combine_ctas(8, r.head_dim, r.parts));
+        CHECK(l.block[0] == 128u);
+    }
 }
 
 TEST_CASE("fake driver: errors name the struct and field they come from",

@@ -473,7 +473,9 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.smem_bytes = sm90_smem_bytes(tile);
     c.num_splits = splits;
     c.workspace_bytes = split_workspace(p, splits).total();
-    c.combine_kernel_name = splits > 1 ? split_combine_kernel_name(p.dtype) : nullptr;
+    c.combine_kernel_name =
+        splits > 1 ? split_combine_kernel_name(p.dtype, combine_team(p.head_dim_v, splits))
+                   : nullptr;
     c.sm90 = sm90_schedule(p, dev, tile, splits);
     const char *walker =
         score_mods ? nullptr

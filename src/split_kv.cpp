@@ -60,8 +60,26 @@ unsigned combine_blocks(int64_t pairs, int team) {
     return static_cast<unsigned>((pairs + per_cta - 1) / per_cta);
 }
 
-const char *split_combine_kernel_name(fmha_dtype dtype) {
-    return dtype == FMHA_DTYPE_BF16 ? "fmha_combine_splits_bf16" : "fmha_combine_splits_fp16";
+// Entry points by [bf16][team 32, 64, 128]: one team of 128 keeps the
+// unsuffixed name (the code of before teams).
+static const char *team_name(const char *const (&names)[2][3], fmha_dtype dtype, int team) {
+    return names[dtype == FMHA_DTYPE_BF16][team == 32 ? 0 : team == 64 ? 1 : 2];
+}
+
+const char *split_combine_kernel_name(fmha_dtype dtype, int team) {
+    static const char *const kNames[2][3] = {
+        {"fmha_combine_splits_fp16_team32", "fmha_combine_splits_fp16_team64",
+         "fmha_combine_splits_fp16"},
+        {"fmha_combine_splits_bf16_team32", "fmha_combine_splits_bf16_team64",
+         "fmha_combine_splits_bf16"}};
+    return team_name(kNames, dtype, team);
+}
+
+const char *merge_kernel_name(fmha_dtype dtype, int team) {
+    static const char *const kNames[2][3] = {
+        {"fmha_merge_fp16_team32", "fmha_merge_fp16_team64", "fmha_merge_fp16"},
+        {"fmha_merge_bf16_team32", "fmha_merge_bf16_team64", "fmha_merge_bf16"}};
+    return team_name(kNames, dtype, team);
 }
 
 fmha_status launch_split_combine(const fmha_plan &plan, const fmha_tensors &t,
@@ -91,9 +109,9 @@ fmha_status launch_split_combine(const fmha_plan &plan, const fmha_tensors &t,
     sh.heads = static_cast<int32_t>(heads);
     sh.head_dim = static_cast<int32_t>(d);
     sh.num_parts = splits;
-    sh.team = combine_team(d, splits);
-    // At most one CTA per (row, head): at most 2^31-1 (check_split_kv, at plan time).
-    const unsigned blocks = combine_blocks(sh.rows * heads, sh.team);
+    // At most one CTA per (row, head): at most 2^31-1 (check_split_kv, at plan
+    // time). The plan loaded the entry point of this team size.
+    const unsigned blocks = combine_blocks(sh.rows * heads, combine_team(d, splits));
     return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 1, 1,
                             kCombineThreads, 0, stream, &cp, plan.choice.combine_kernel_name);
 }

@@ -39,8 +39,10 @@ int combine_team(int64_t head_dim, int parts);
 // Its grid: CTAs of kCombineThreads / team teams over `pairs` (row, head) pairs.
 unsigned combine_blocks(int64_t pairs, int team);
 
-// The combine kernel's name for the problem's output dtype.
-const char *split_combine_kernel_name(fmha_dtype dtype);
+// The split-KV combine's entry point for the output dtype and the team size
+// (fmha_combine.cu: one per team size), and the merge's.
+const char *split_combine_kernel_name(fmha_dtype dtype, int team);
+const char *merge_kernel_name(fmha_dtype dtype, int team);
 
 // Launches the plan's combine kernel (a programmatic dependent of the kernel
 // that wrote the partials) over every (row, head). `fwd` gives the LSE

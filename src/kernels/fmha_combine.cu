@@ -65,8 +65,8 @@ __device__ __forceinline__ void add_scaled(float4 &acc, float w, const float4 &x
     acc.w += w * x.w;
 }
 
-// A team of `shape.team` threads (32, 64 or 128: whole warps) per (row,
-// head), 128 / team teams per CTA: with few parts a whole CTA per row left
+// A team of kTeam threads (32, 64 or 128: whole warps) per (row, head),
+// 128 / kTeam teams per CTA: with few parts a whole CTA per row left
 // most threads idle and the rows ran in several rounds of CTAs. A team's
 // critical path is a few memory latencies, so everything independent is
 // issued at once. Each thread owns one 4-column chunk of a strided subset of
@@ -76,8 +76,9 @@ __device__ __forceinline__ void add_scaled(float4 &acc, float w, const float4 &x
 // w_p = exp(LSE_p - LSE) in its own shared-memory row, and the subsets are
 // summed through shared memory at the end: one block barrier, where a team
 // has more than one subset (the same for every team of the launch).
-template <typename In, bool kBf16Out, typename Params>
+template <typename In, bool kBf16Out, int kTeam, typename Params>
 __device__ __forceinline__ void combine(const Params &p) {
+    static_assert(kTeam % 32 == 0 && kThreads % kTeam == 0, "teams of whole warps fill the CTA");
     using Out = typename Elem<kBf16Out>::T;
     const CombineShape &sh = p.shape;
     __shared__ float weight[kWarps][kMaxCombineParts];
@@ -86,16 +87,22 @@ __device__ __forceinline__ void combine(const Params &p) {
     ptx::wait_for_predecessor();  // split-KV: the decode grid's partials
     ptx::launch_dependents();     // a dependent launch may be scheduled now
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const unsigned team = sh.team;
-    const int team_tid = tid % team, team0 = tid - team_tid;  // the team's first thread
+    constexpr int team = kTeam;
+    constexpr bool kOneTeam = kTeam == kThreads;
+    // The thread's index in its team and the team's first thread.
+    const int team_tid = kOneTeam ? tid : tid % team, team0 = kOneTeam ? 0 : tid - team_tid;
     // (row, head) pairs number at most 2^31-1 (check_split_kv, the merge's
     // checks), so 32-bit unsigned arithmetic holds them.
-    const unsigned item = blockIdx.x * (kThreads / team) + tid / team;
+    const unsigned item =
+        kOneTeam ? blockIdx.x : blockIdx.x * unsigned(kThreads / team) + unsigned(tid) / team;
     const int64_t row = item / unsigned(sh.heads);
     const int head = static_cast<int>(item % unsigned(sh.heads));
-    // Rows past the last (or past the packed rows) do nothing but still reach
-    // the block barrier below.
-    const bool valid = row < sh.rows && (sh.row_limit == nullptr || row < *sh.row_limit);
+    // One team per CTA: the grid is exactly the pairs, and a CTA past the
+    // packed rows leaves at once. Several: a team past the last pair (or the
+    // packed rows) does nothing but still reaches the block barrier below.
+    if (kOneTeam && sh.row_limit != nullptr && row >= *sh.row_limit) return;
+    const bool valid =
+        kOneTeam || (row < sh.rows && (sh.row_limit == nullptr || row < *sh.row_limit));
     const int64_t b = row / sh.seqlen, s = row % sh.seqlen;
     const int64_t lse_offset = b * sh.lse_part_stride.batch + s * sh.lse_part_stride.seq +
                                head * sh.lse_part_stride.head;
@@ -191,14 +198,19 @@ __device__ __forceinline__ void combine(const Params &p) {
 }  // namespace fmha::combine
 
 // Entry points: split-KV combine (fp32 parts) and merge (16-bit parts), per
-// output dtype. Named in launch_decode.cpp and merge.cpp.
-#define FMHA_COMBINE_ENTRY(name, params, in, bf16_out)                                 \
+// output dtype and team size (none: one team of 128; `_team32`, `_team64`).
+// Named by split_kv.cpp (combine_kernel_name) for both.
+#define FMHA_COMBINE_ENTRY(name, params, in, bf16_out, team)                           \
     extern "C" __global__ void __launch_bounds__(fmha::combine::kThreads)              \
         name(const fmha::params p) {                                                   \
-        fmha::combine::combine<in, bf16_out>(p);                                       \
+        fmha::combine::combine<in, bf16_out, team>(p);                                 \
     }
+#define FMHA_COMBINE_ENTRIES(name, params, in, bf16_out)                               \
+    FMHA_COMBINE_ENTRY(name, params, in, bf16_out, 128)                                \
+    FMHA_COMBINE_ENTRY(name##_team32, params, in, bf16_out, 32)                        \
+    FMHA_COMBINE_ENTRY(name##_team64, params, in, bf16_out, 64)
 
-FMHA_COMBINE_ENTRY(fmha_combine_splits_bf16, SplitCombineParams, float, true)
-FMHA_COMBINE_ENTRY(fmha_combine_splits_fp16, SplitCombineParams, float, false)
-FMHA_COMBINE_ENTRY(fmha_merge_bf16, CombineParams, __nv_bfloat16, true)
-FMHA_COMBINE_ENTRY(fmha_merge_fp16, CombineParams, __half, false)
+FMHA_COMBINE_ENTRIES(fmha_combine_splits_bf16, SplitCombineParams, float, true)
+FMHA_COMBINE_ENTRIES(fmha_combine_splits_fp16, SplitCombineParams, float, false)
+FMHA_COMBINE_ENTRIES(fmha_merge_bf16, CombineParams, __nv_bfloat16, true)
+FMHA_COMBINE_ENTRIES(fmha_merge_fp16, CombineParams, __half, false)

@@ -75,9 +75,10 @@ struct DecodeParams {
 // part_o(p) + b*part_stride.batch + s*part_stride.seq + h*part_stride.head,
 // its LSE at part_lse(p) + the same with lse_part_stride.
 constexpr int kMaxCombineParts = 128;
-// CTAs of this many threads, split into teams of `team` threads, one per
-// (row, head) (combine_team in split_kv.h): on the H200, 256-thread CTAs of
-// one team measured 1-2% slower end to end at B=8 (kernel-notes.md, d20).
+// CTAs of this many threads, split into teams of 32-128 threads, one per
+// (row, head) (combine_team in split_kv.h; one entry point per team size):
+// on the H200, 256-thread CTAs of one team measured 1-2% slower end to end at
+// B=8 (kernel-notes.md, d20).
 constexpr int kCombineThreads = 128;
 struct CombineShape {
     TensorStrides part_stride;
@@ -93,7 +94,6 @@ struct CombineShape {
     int32_t heads;
     int32_t head_dim;
     int32_t num_parts;
-    int32_t team;                   // threads per (row, head): 32, 64 or 128 (combine_team)
 };
 
 // fmha_run_merge: the caller's parts, anywhere in memory.

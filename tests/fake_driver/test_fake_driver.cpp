@@ -884,9 +884,11 @@ TEST_CASE("fake driver: the Hopper kernel splits the keys of a short query's few
         fake_cuda_launch l;
         REQUIRE(f.last_launch(&l) == 1);
         if (sh.splits > 1) {  // the combine over every (row, head), after the Hopper grid
-            CHECK(std::string(l.kernel) == "fmha_combine_splits_bf16");
             // hd128: four (row, head) teams of 32 threads per CTA up to 4 splits,
-            // two of 64 up to 8, one of 128 beyond
+            // two of 64 up to 8, one of 128 beyond, each on its own entry point
+            CHECK(std::string(l.kernel) ==
+                  std::string("fmha_combine_splits_bf16") +
+                      (sh.splits <= 4 ? "_team32" : sh.splits <= 8 ? "_team64" : ""));
             const long long pairs = sh.batch * sh.sq * 32;
             const long long per_cta = sh.splits <= 4 ? 4 : sh.splits <= 8 ? 2 : 1;
             CHECK((long long)l.grid[0] == (pairs + per_cta - 1) / per_cta);
@@ -1904,8 +1906,9 @@ TEST_CASE("fake driver: a launch in a destroyed context gives CONTEXT_MISMATCH",
 }
 
 // fmha_run_merge launches the combine kernel in teams of threads per (row,
-// head): with 2 parts of 128 columns, four teams of 32 per CTA; with 16 parts
-// of 64 columns, two teams of 64 (each thread sums at most 4 parts).
+// head), on the entry point of that team size: with 2 parts of 128 columns,
+// four teams of 32 per CTA; with 16 parts of 64 columns, two teams of 64
+// (each thread sums at most 4 parts); at 512 columns one team of 128.
 TEST_CASE("fake driver: the merge packs (row, head) pairs into CTAs by team",
           "[cpu][fake-driver][run][merge]") {
     Fake &f = fresh_fake(80);
@@ -1913,8 +1916,9 @@ TEST_CASE("fake driver: the merge packs (row, head) pairs into CTAs by team",
         int64_t head_dim;
         int32_t parts;
         unsigned ctas;
+        const char *team_suffix;  // the entry point's
     };
-    for (const Row r : {Row{128, 2, 2}, Row{64, 16, 4}, Row{512, 2, 8}}) {
+    for (const Row r : {Row{128, 2, 2, "_team32"}, Row{64, 16, 4, "_team64"}, Row{512, 2, 8, ""}}) {
         fmha_merge_descriptor m = make_merge_desc();  // 4 rows x 2 heads
         m.head_dim = r.head_dim;
         m.num_parts = r.parts;
@@ -1934,6 +1938,9 @@ TEST_CASE("fake driver: the merge packs (row, head) pairs into CTAs by team",
         CHECK(l.grid[0] == r.ctas);
         CHECK(l.grid[0] == expected_combine_ctas(8, r.head_dim, r.parts));
         CHECK(l.block[0] == 128u);
+        CHECK(std::string(l.kernel) ==
+              std::string(m.dtype == FMHA_DTYPE_BF16 ? "fmha_merge_bf16" : "fmha_merge_fp16") +
+                  r.team_suffix);
     }
 }
 

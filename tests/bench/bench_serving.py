@@ -240,6 +240,19 @@ def parse_only(value: str) -> List[str]:
     return [s for s in SECTIONS if s in names]
 
 
+def parse_page_sizes(value: str) -> Tuple[int, ...]:
+    """--page-sizes: comma-separated rows per page, each dividing 256 (the chunked section's
+    cache capacity is a multiple of 256 and every decode length a multiple of 2048)."""
+    try:
+        sizes = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise SystemExit(f"--page-sizes: '{value}' is not a comma-separated list of integers")
+    bad = [x for x in sizes if x <= 0 or 256 % x != 0]
+    if not sizes or bad:
+        raise SystemExit(f"--page-sizes: {bad or value!r}: each size must divide 256 (1, 2, 4, ..., 256)")
+    return sizes
+
+
 def fmt(x: Optional[float], spec: str = ".2f") -> str:
     return "n/a" if x is None else format(x, spec)
 
@@ -454,6 +467,13 @@ def self_test() -> int:
     check(len(decode_hd_rows(False)) == 15 and len(decode_hd_rows(True)) == 4
           and {r[4] for r in decode_hd_rows(False)} == set(DECODE_HEAD_DIMS), "decode-hd grid")
     check(len(varlen_rows(False)) == 4 and len(varlen_rows(True)) == 2, "varlen grid")
+    check(parse_page_sizes("1,16,256") == (1, 16, 256), "parse_page_sizes")
+    for bad in ("", "48", "0", "x", "512"):
+        try:
+            parse_page_sizes(bad)
+            check(False, f"parse_page_sizes accepts {bad!r}")
+        except SystemExit:
+            pass
     check(parse_only("") == list(SECTIONS) and parse_only("varlen,decode") == ["decode", "varlen"], "parse_only")
     try:
         parse_only("nope")
@@ -1365,6 +1385,7 @@ def git_head() -> str:
 
 
 def main() -> int:
+    global NUM_SPLITS, KERNEL, PAGE_SIZES
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help=f"comma-separated sections: {','.join(SECTIONS)}")
     ap.add_argument("--quick", action="store_true", help="a reduced set of rows")
@@ -1379,11 +1400,14 @@ def main() -> int:
                     help="decode rows: time all of libfmha's runs, then all of cuDNN's (default: alternate them)")
     ap.add_argument("--kv-layout", choices=["mixed", "bshd", "bhsd"], default="mixed",
                     help="decode KV memory: mixed (libfmha [B,S,H,D], SDPA a [B,H,S,D] copy) or one shared layout")
+    ap.add_argument("--page-sizes", default=",".join(map(str, PAGE_SIZES)),
+                    help="rows per page in the paged, paged-t and chunked sections (comma-separated, "
+                         "each dividing 256); the bar is stated for 16 and 64")
     ap.add_argument("--markdown", help="append the tables as markdown to this file")
     ap.add_argument("--self-test", action="store_true", help="check the pure-Python parts (no GPU) and exit")
     args = ap.parse_args()
-    global NUM_SPLITS, KERNEL
     NUM_SPLITS, KERNEL = args.num_splits, args.kernel
+    PAGE_SIZES = parse_page_sizes(args.page_sizes)
     if args.self_test:
         return self_test()
     sections = parse_only(args.only)
@@ -1409,7 +1433,7 @@ def main() -> int:
     print(f"timing: {args.warmup} warm-ups, median of {args.reps}; L2 flush {args.flush}; decode KV layout {args.kv_layout}; "
           f"vs cuDNN {'sequential' if args.sequential else 'alternated'}; "
           f"spin {'%.0f cycles/us' % timer.cycles_per_us if timer.can_sleep else 'unavailable (host overhead is timed)'}; "
-          f"num_splits={args.num_splits}; kernel={args.kernel}; sections {','.join(sections)}{' (quick)' if args.quick else ''}")
+          f"num_splits={args.num_splits}; kernel={args.kernel}; pages {','.join(map(str, PAGE_SIZES))}; sections {','.join(sections)}{' (quick)' if args.quick else ''}")
     tables = []
     for name in sections:
         t0 = time.perf_counter()

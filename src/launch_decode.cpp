@@ -20,6 +20,11 @@ namespace {
 constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
 // Above that, and up to this, only when the portable grid would be small.
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
+// Pages below this many rows take their own rule (prefers_decode); below the
+// second, the portable kernel's page lookups make the decode kernel faster
+// at any number of rows measured.
+constexpr int32_t kSmallPageRows = 16;
+constexpr int32_t kSmallPageRowsPortable = 2;
 
 const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -325,6 +330,20 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // (1.02-3.06x; the other 5 within 2-12%), and up to 3.7x beyond
     // (docs/kernel-notes.md d30).
     if (hopper_runs_it) return false;
+    // Pages of under 16 rows, which the Hopper kernel never reads (SGLang
+    // uses 1): the portable kernel looks up a page per 1-8 rows (with pages
+    // of 1 it took 1.5x its time with pages of 8). On the H200 (kernel-notes d54, 100 problems, pages of 1, 2,
+    // 4 and 8, 4-512 rows per KV head) the decode kernel was the faster while
+    // its K/V reads (one per 16-row tile) were at most twice the portable
+    // kernel's (one per query head and 128 positions): 1.35-9.8x. Beyond
+    // that the portable kernel was 1.05-1.37x faster, except with pages of 1
+    // row, where the decode kernel stayed 1.07-1.11x faster up to 8 times the
+    // reads.
+    if (p.paged_kv && p.page_size < kSmallPageRows) {
+        if (p.page_size < kSmallPageRowsPortable) return true;
+        const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
+        return m_tiles(p) <= 2 * portable_reads;
+    }
     // Other devices (the portable kernel otherwise): the decode kernel up to
     // 64 rows, and up to 256 where the portable kernel's 128-row tiles, one
     // head each, would leave most SMs idle (it does not split the keys).

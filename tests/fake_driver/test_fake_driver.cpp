@@ -1780,6 +1780,53 @@ TEST_CASE("fake driver: packed Q with no rows runs nothing", "[cpu][fake-driver]
     CHECK(f.stats().launches == launches);
 }
 
+// Pages of under 16 rows never reach the Hopper kernel; AUTO picks between
+// the decode and portable kernels by the page size and the K/V re-reads of
+// each (launch_decode.cpp, prefers_decode; kernel-notes d54).
+TEST_CASE("fake driver: AUTO routes multi-token decode over small pages", "[cpu][fake-driver][plan][decode]") {
+    struct Row {
+        int32_t page_size;
+        int64_t q_heads, kv_heads, seqlen_q;
+        fmha_kernel_family sm90, sm80;  // the family AUTO picks
+    };
+    const fmha_kernel_family kDecode = FMHA_KERNEL_DECODE, kPortable = FMHA_KERNEL_PORTABLE;
+    const Row rows[] = {
+        {1, 32, 8, 128, kDecode, kDecode},       // 512 rows per KV head: pages of 1 always decode
+        {1, 32, 32, 128, kDecode, kDecode},
+        {2, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4 portable reads
+        {4, 32, 8, 64, kPortable, kPortable},    // 16 tiles against 4
+        {8, 32, 8, 4, kDecode, kDecode},         // one 16-row tile
+        {8, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4
+        {8, 32, 8, 128, kPortable, kPortable},   // 32 tiles against 4
+        {8, 32, 32, 32, kDecode, kDecode},       // 2 tiles against 1
+        {8, 32, 32, 128, kPortable, kPortable},  // 8 tiles against 1
+        {12, 32, 32, 64, kPortable, kPortable},  // 4 tiles against 1
+        {16, 32, 8, 32, FMHA_KERNEL_HOPPER, kPortable},  // the Hopper kernel's pages; elsewhere the rows rule
+    };
+    for (const int sm : {80, 90})
+        for (const Row &r : rows) {
+            if (!embeds(sm)) continue;
+            fresh_fake(sm);
+            const int64_t hd = 128, batch = 3, seqlen_k = 4096;
+            fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, seqlen_k);
+            d.num_q_heads = r.q_heads;
+            d.num_kv_heads = r.kv_heads;
+            d.q_strides = d.o_strides = make_layout(Layout::BSHD, batch, r.seqlen_q, r.q_heads, hd).strides;
+            d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+            d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+            d.page_size = r.page_size;
+            d.max_pages_per_seq = (seqlen_k + r.page_size - 1) / r.page_size;
+            d.num_pages = batch * d.max_pages_per_seq;
+            REQUIRE(fmha_strides_bshd(&d.k_strides, r.page_size, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
+            d.v_strides = d.k_strides;
+            Plan plan;
+            INFO("sm_" << sm << " page " << r.page_size << " H" << r.q_heads << "/" << r.kv_heads << " T"
+                       << r.seqlen_q);
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+            CHECK(info_of(plan.p).kernel_family == (sm == 90 ? r.sm90 : r.sm80));
+        }
+}
+
 TEST_CASE("fake driver: AUTO leaves the decode kernel when it does not fit the device",
           "[cpu][fake-driver][decode]") {
     Fake &f = fresh_fake(80);

@@ -25,6 +25,7 @@ constexpr int64_t kDecodeMaxRowsSplitting = 256;
 // at any number of rows measured.
 constexpr int32_t kSmallPageRows = 16;
 constexpr int32_t kSmallPageRowsPortable = 2;
+constexpr int64_t kSmallPageDecodeMaxQuery = 128;  // query positions measured there
 
 const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -338,9 +339,10 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // kernel's (one per query head and 128 positions): 1.35-9.8x. Beyond
     // that the portable kernel was 1.05-1.37x faster, except with pages of 1
     // row, where the decode kernel stayed 1.07-1.11x faster up to 8 times the
-    // reads.
+    // reads (queries of up to 128 positions; longer ones, chunked prefill,
+    // were not measured on it and keep the first rule).
     if (p.paged_kv && p.page_size < kSmallPageRows) {
-        if (p.page_size < kSmallPageRowsPortable) return true;
+        if (p.page_size < kSmallPageRowsPortable && p.seqlen_q <= kSmallPageDecodeMaxQuery) return true;
         const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
         return m_tiles(p) <= 2 * portable_reads;
     }

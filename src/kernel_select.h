@@ -57,6 +57,7 @@ struct KernelChoice {
     int num_splits = 1;                          // split-KV parts (decode kernel)
     DecodeSchedule decode;                       // decode kernel only
     const char *combine_kernel_name = nullptr;   // second entry point (split-KV combine), if any
+    int combine_team = 0;                        // its threads per (row, head) (split_kv.h)
     Sm90Schedule sm90;                           // Hopper kernel only
     LaunchFn launch = nullptr;
 };

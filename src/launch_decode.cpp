@@ -399,10 +399,10 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     FMHA_TRY(check_split_kv(p, splits));
     c.num_splits = splits;
     c.workspace_bytes = split_workspace(p, c.num_splits).total();  // partials per query head
-    c.combine_kernel_name =
-        c.num_splits > 1
-            ? split_combine_kernel_name(p.dtype, combine_team(p.head_dim_v, c.num_splits))
-            : nullptr;
+    if (c.num_splits > 1) {
+        c.combine_team = combine_team(p.head_dim_v, c.num_splits);
+        c.combine_kernel_name = split_combine_kernel_name(p.dtype, c.combine_team);
+    }
     c.launch = decode_launch;
     *out = c;
     return FMHA_STATUS_SUCCESS;

@@ -473,9 +473,10 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     c.smem_bytes = sm90_smem_bytes(tile);
     c.num_splits = splits;
     c.workspace_bytes = split_workspace(p, splits).total();
-    c.combine_kernel_name =
-        splits > 1 ? split_combine_kernel_name(p.dtype, combine_team(p.head_dim_v, splits))
-                   : nullptr;
+    if (splits > 1) {
+        c.combine_team = combine_team(p.head_dim_v, splits);
+        c.combine_kernel_name = split_combine_kernel_name(p.dtype, c.combine_team);
+    }
     c.sm90 = sm90_schedule(p, dev, tile, splits);
     const char *walker =
         score_mods ? nullptr

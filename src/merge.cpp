@@ -112,8 +112,8 @@ FMHA_API fmha_status fmha_create_merge_plan(fmha_plan **plan_out,
     const fmha::Driver *drv = plan->drv;
     plan->choice.family = FMHA_KERNEL_AUTO;
     plan->choice.image_family = "combine";
-    plan->choice.kernel_name =
-        fmha::merge_kernel_name(m.dtype, fmha::combine_team(m.head_dim, m.num_parts));
+    plan->choice.combine_team = fmha::combine_team(m.head_dim, m.num_parts);
+    plan->choice.kernel_name = fmha::merge_kernel_name(m.dtype, plan->choice.combine_team);
     plan->choice.threads = 128;
     plan->choice.num_splits = m.num_parts;
     fmha_status st = FMHA_STATUS_SUCCESS;
@@ -177,9 +177,7 @@ FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_
     // A team of threads per (row, head), launched dependent: it is scheduled
     // while the runs that computed the parts drain, and waits for their memory.
     return fmha::launch_dependent(*plan->drv, plan->device_sm, plan->function,
-                                  fmha::combine_blocks(sh.rows * h,
-                                                       fmha::combine_team(m.head_dim, m.num_parts)),
-                                  1, 1,
+                                  fmha::combine_blocks(sh.rows * h, plan->choice.combine_team), 1, 1,
                                   fmha::kCombineThreads,
                                   0, reinterpret_cast<CUstream>(stream), &cp,
                                   plan->choice.kernel_name);

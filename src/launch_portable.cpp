@@ -10,15 +10,26 @@
 namespace fmha {
 namespace {
 
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim) {
-    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+// The `_paged` entry points carry the paged copy path (and only they do).
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
+    static const char *const kNames[2][2][4] = {
+        {{"fmha_fwd_portable_fp16_hd64", "fmha_fwd_portable_fp16_hd96",
+          "fmha_fwd_portable_fp16_hd128", "fmha_fwd_portable_fp16_hd256"},
+         {"fmha_fwd_portable_paged_fp16_hd64", "fmha_fwd_portable_paged_fp16_hd96",
+          "fmha_fwd_portable_paged_fp16_hd128", "fmha_fwd_portable_paged_fp16_hd256"}},
+        {{"fmha_fwd_portable_bf16_hd64", "fmha_fwd_portable_bf16_hd96",
+          "fmha_fwd_portable_bf16_hd128", "fmha_fwd_portable_bf16_hd256"},
+         {"fmha_fwd_portable_paged_bf16_hd64", "fmha_fwd_portable_paged_bf16_hd96",
+          "fmha_fwd_portable_paged_bf16_hd128", "fmha_fwd_portable_paged_bf16_hd256"}}};
+    int d;
     switch (head_dim) {
-    case 64: return bf16 ? "fmha_fwd_portable_bf16_hd64" : "fmha_fwd_portable_fp16_hd64";
-    case 96: return bf16 ? "fmha_fwd_portable_bf16_hd96" : "fmha_fwd_portable_fp16_hd96";
-    case 128: return bf16 ? "fmha_fwd_portable_bf16_hd128" : "fmha_fwd_portable_fp16_hd128";
-    case 256: return bf16 ? "fmha_fwd_portable_bf16_hd256" : "fmha_fwd_portable_fp16_hd256";
+    case 64: d = 0; break;
+    case 96: d = 1; break;
+    case 128: d = 2; break;
+    case 256: d = 3; break;
+    default: return nullptr;
     }
-    return nullptr;
+    return kNames[dtype == FMHA_DTYPE_BF16][paged][d];
 }
 
 fmha_status portable_launch(const fmha_plan &plan, const fmha_tensors &t, void *,
@@ -50,7 +61,7 @@ fmha_status portable_configure(const Problem &p, KernelChoice *out) {
     KernelChoice c;
     c.family = FMHA_KERNEL_PORTABLE;
     c.image_family = "portable";
-    c.kernel_name = kernel_name(p.dtype, p.head_dim);
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, p.paged_kv);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
     c.threads = tile.threads;

@@ -26,6 +26,8 @@ struct Config {
     static constexpr int kThreads = kTile.threads;
     static constexpr int kRow = portable_smem_row(D);  // elements per shared-memory row
     static constexpr int kChunks = D / 8;              // 16-byte chunks per row
+    static constexpr int kCopies = BN * kChunks / kThreads;  // 16-byte copies per thread and K/V tile
+    static_assert(BN * kChunks % kThreads == 0, "whole copies per thread");
     static constexpr int kKSteps = D / 16;             // k-steps of S = Q·Kᵀ
     static constexpr int kSTiles = BN / 8;             // 8-wide column tiles of S
     static constexpr int kOTiles = D / 8;              // 8-wide column tiles of O
@@ -48,7 +50,51 @@ __device__ __forceinline__ void load_rows(T *smem, const KvRows<T> &src, int row
     }
 }
 
-template <bool kBf16, int D>
+// Paged K/V: the block-table entries of the rows this thread copies in a
+// BN-row tile, looked up a tile ahead and kept raw (clamped only at copy
+// time), so nothing waits on the lookup until the copies and its latency
+// hides under a tile of MMA (the decode kernel's lesson, kernel notes p2, p3).
+// K and V share the block table: one lookup serves both.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void look_up_tile(int (&entries)[Cfg::kCopies], const KvRows<T> &src,
+                                             int row0, int limit) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kCopies; ++i) {
+        const int r = (threadIdx.x + i * Cfg::kThreads) / Cfg::kChunks;
+        entries[i] = __ldg(src.table + src.block_of(min(row0 + r, limit - 1)));
+    }
+}
+
+// load_rows for a paged BN-row tile whose entries look_up_tile fetched.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void load_paged_tile(T *smem, const KvRows<T> &src,
+                                                const int (&entries)[Cfg::kCopies], int row0,
+                                                int limit) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kCopies; ++i) {
+        const int idx = threadIdx.x + i * Cfg::kThreads;
+        const int r = idx / Cfg::kChunks;
+        const int c = idx % Cfg::kChunks;
+        const bool valid = row0 + r < limit;
+        const T *from = valid ? src.at(src.slot_of(entries[i], row0 + r)) + c * 8 : src.base;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
+    }
+}
+
+// One BN-row K or V tile, from a contiguous or (kPaged) a paged cache.
+template <bool kPaged, typename Cfg, typename T>
+__device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
+                                          const int (&entries)[Cfg::kCopies], int row0, int limit) {
+    if constexpr (kPaged)
+        load_paged_tile<Cfg>(smem, src, entries, row0, limit);
+    else
+        load_rows<Cfg>(smem, src, Cfg::BN, row0, limit);
+}
+
+// kPaged: K/V in pages (the `_paged` entry points; launch_portable.cpp picks
+// them exactly for paged problems, whose block table fmha_run has checked is
+// not NULL). The contiguous entry points keep their code.
+template <bool kBf16, int D, bool kPaged>
 __device__ __forceinline__ void forward(const FwdParams &p) {
     using Cfg = Config<kBf16, D>;
     using T = typename Elem<kBf16>::T;
@@ -91,10 +137,15 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
     const int first_tile = n_end > n_begin ? n_begin / BN : 0;
     const int end_tile = n_end > n_begin ? (n_end + BN - 1) / BN : 0;
 
+    // Block-table entries of the next K/V tile's rows (paged caches only).
+    int entries[Cfg::kCopies];
     load_rows<Cfg>(sQ, q_rows, BM, m0, seq.len_q);
-    if (end_tile > first_tile) load_rows<Cfg>(sK, k, BN, first_tile * BN, seq.len_k);
+    if (end_tile > first_tile) {
+        if constexpr (kPaged) look_up_tile<Cfg>(entries, k, first_tile * BN, seq.len_k);
+        load_tile<kPaged, Cfg>(sK, k, entries, first_tile * BN, seq.len_k);
+    }
     ptx::cp_async_commit();
-    if (end_tile > first_tile) load_rows<Cfg>(sV, v, BN, first_tile * BN, seq.len_k);
+    if (end_tile > first_tile) load_tile<kPaged, Cfg>(sV, v, entries, first_tile * BN, seq.len_k);
     ptx::cp_async_commit();
 
     float acc[Cfg::kOTiles][4];
@@ -108,6 +159,8 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
         const int n0 = j * BN;
         ptx::cp_async_wait<1>();  // Q and K_j have landed
         __syncthreads();
+        // V_j's copies are issued: the entries now serve tile j + 1.
+        if (kPaged && j + 1 < end_tile) look_up_tile<Cfg>(entries, k, n0 + BN, seq.len_k);
 
         float s[Cfg::kSTiles][4];
 #pragma unroll
@@ -127,7 +180,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
         __syncthreads();  // every warp is done with K_j: prefetch K_{j+1} over it
-        if (j + 1 < end_tile) load_rows<Cfg>(sK, k, BN, n0 + BN, seq.len_k);
+        if (j + 1 < end_tile) load_tile<kPaged, Cfg>(sK, k, entries, n0 + BN, seq.len_k);
         ptx::cp_async_commit();
 
         if (p.softcap > 0.f) {
@@ -209,7 +262,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
         __syncthreads();  // every warp is done with V_j
-        if (j + 1 < end_tile) load_rows<Cfg>(sV, v, BN, n0 + BN, seq.len_k);
+        if (j + 1 < end_tile) load_tile<kPaged, Cfg>(sV, v, entries, n0 + BN, seq.len_k);
         ptx::cp_async_commit();
     }
 
@@ -262,19 +315,21 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
 
 }  // namespace fmha::portable
 
-// Entry points: one per (dtype, head_dim). The host names them in
-// launch_portable.cpp.
-#define FMHA_PORTABLE_ENTRY(name, bf16, d)                                           \
+// Entry points: one per (dtype, head_dim, cache kind). The host names them
+// in launch_portable.cpp.
+#define FMHA_PORTABLE_ENTRY(name, bf16, d, paged)                                    \
     extern "C" __global__ void __launch_bounds__(fmha::portable_tile(d).threads, 2)  \
         name(const fmha::FwdParams p) {                                              \
-        fmha::portable::forward<bf16, d>(p);                                         \
+        fmha::portable::forward<bf16, d, paged>(p);                                  \
     }
 
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd64, true, 64)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd96, true, 96)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd128, true, 128)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd256, true, 256)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd64, false, 64)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd96, false, 96)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd128, false, 128)
-FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd256, false, 256)
+#define FMHA_PORTABLE_ENTRIES(d)                                                     \
+    FMHA_PORTABLE_ENTRY(fmha_fwd_portable_bf16_hd##d, true, d, false)                \
+    FMHA_PORTABLE_ENTRY(fmha_fwd_portable_fp16_hd##d, false, d, false)               \
+    FMHA_PORTABLE_ENTRY(fmha_fwd_portable_paged_bf16_hd##d, true, d, true)           \
+    FMHA_PORTABLE_ENTRY(fmha_fwd_portable_paged_fp16_hd##d, false, d, true)
+
+FMHA_PORTABLE_ENTRIES(64)
+FMHA_PORTABLE_ENTRIES(96)
+FMHA_PORTABLE_ENTRIES(128)
+FMHA_PORTABLE_ENTRIES(256)

@@ -1824,7 +1824,11 @@ TEST_CASE("fake driver: AUTO routes multi-token decode over small pages", "[cpu]
             INFO("sm_" << sm << " page " << r.page_size << " H" << r.q_heads << "/" << r.kv_heads << " T"
                        << r.seqlen_q);
             FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
-            CHECK(info_of(plan.p).kernel_family == (sm == 90 ? r.sm90 : r.sm80));
+            const fmha_plan_info i = info_of(plan.p);
+            CHECK(i.kernel_family == (sm == 90 ? r.sm90 : r.sm80));
+            // Paged problems take the portable kernel's `_paged` entry points.
+            if (i.kernel_family == FMHA_KERNEL_PORTABLE)
+                CHECK(std::string(i.kernel_name) == "fmha_fwd_portable_paged_bf16_hd128");
         }
 }
 

@@ -81,6 +81,23 @@ __device__ __forceinline__ void load_paged_tile(T *smem, const KvRows<T> &src,
     }
 }
 
+// load_rows for a BN-row tile of a contiguous cache. Addressed without the
+// block-table test of KvRows::row, which the compiler cannot drop (it does
+// not know the table is null) and which leaves a branch around every copy.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void load_contiguous_tile(T *smem, const KvRows<T> &src, int row0,
+                                                     int limit) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kCopies; ++i) {
+        const int idx = threadIdx.x + i * Cfg::kThreads;
+        const int r = idx / Cfg::kChunks;
+        const int c = idx % Cfg::kChunks;
+        const bool valid = row0 + r < limit;
+        const T *from = valid ? src.base + int64_t(row0 + r) * src.seq_stride + c * 8 : src.base;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
+    }
+}
+
 // One BN-row K or V tile, from a contiguous or (kPaged) a paged cache.
 template <bool kPaged, typename Cfg, typename T>
 __device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
@@ -88,7 +105,7 @@ __device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
     if constexpr (kPaged)
         load_paged_tile<Cfg>(smem, src, entries, row0, limit);
     else
-        load_rows<Cfg>(smem, src, Cfg::BN, row0, limit);
+        load_contiguous_tile<Cfg>(smem, src, row0, limit);
 }
 
 // kPaged: K/V in pages (the `_paged` entry points; launch_portable.cpp picks

@@ -20,12 +20,9 @@ namespace {
 constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
 // Above that, and up to this, only when the portable grid would be small.
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
-// Pages below this many rows take their own rule (prefers_decode); below the
-// second, the portable kernel's page lookups make the decode kernel faster
-// at any number of rows measured.
+// Pages below this many rows, which the Hopper kernel does not read, take
+// their own rule (prefers_decode).
 constexpr int32_t kSmallPageRows = 16;
-constexpr int32_t kSmallPageRowsPortable = 2;
-constexpr int64_t kSmallPageDecodeMaxQuery = 128;  // query positions measured there
 
 const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -332,17 +329,14 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // (docs/kernel-notes.md d30).
     if (hopper_runs_it) return false;
     // Pages of under 16 rows, which the Hopper kernel never reads (SGLang
-    // uses 1): the portable kernel looks up a page per 1-8 rows (with pages
-    // of 1 it took 1.5x its time with pages of 8). On the H200 (kernel-notes d54, 100 problems, pages of 1, 2,
-    // 4 and 8, 4-512 rows per KV head) the decode kernel was the faster while
-    // its K/V reads (one per 16-row tile) were at most twice the portable
-    // kernel's (one per query head and 128 positions): 1.35-9.8x. Beyond
-    // that the portable kernel was 1.05-1.37x faster, except with pages of 1
-    // row, where the decode kernel stayed 1.07-1.11x faster up to 8 times the
-    // reads (queries of up to 128 positions; longer ones, chunked prefill,
-    // were not measured on it and keep the first rule).
+    // uses 1). Since the portable kernel looks up its pages a tile ahead
+    // (kernel-notes p5) it runs as fast over pages of 1 as of 8. On the H200
+    // (kernel-notes d55: pages of 1, 4 and 8, 4-128 query positions, 60
+    // problems) the decode kernel was the faster while its K/V reads (one per
+    // 16-row tile) were at most twice the portable kernel's (one per query
+    // head and 128 positions): 0.99-5.1x, ties at twice; beyond, the portable kernel was
+    // 1.70-1.84x faster, at every page size.
     if (p.paged_kv && p.page_size < kSmallPageRows) {
-        if (p.page_size < kSmallPageRowsPortable && p.seqlen_q <= kSmallPageDecodeMaxQuery) return true;
         const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
         return m_tiles(p) <= 2 * portable_reads;
     }

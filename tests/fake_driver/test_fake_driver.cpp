@@ -1791,8 +1791,9 @@ TEST_CASE("fake driver: AUTO routes multi-token decode over small pages", "[cpu]
     };
     const fmha_kernel_family kDecode = FMHA_KERNEL_DECODE, kPortable = FMHA_KERNEL_PORTABLE;
     const Row rows[] = {
-        {1, 32, 8, 128, kDecode, kDecode},       // 512 rows per KV head: pages of 1 always decode
-        {1, 32, 32, 128, kDecode, kDecode},
+        {1, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4 portable reads
+        {1, 32, 8, 128, kPortable, kPortable},   // 32 tiles against 4: pages of 1 as any other
+        {1, 32, 32, 64, kPortable, kPortable},   // 4 tiles against 1
         {1, 32, 8, 1024, kPortable, kPortable},  // chunked prefill: 256 tiles against 32
         {2, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4 portable reads
         {4, 32, 8, 64, kPortable, kPortable},    // 16 tiles against 4

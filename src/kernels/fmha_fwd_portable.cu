@@ -76,7 +76,9 @@ __device__ __forceinline__ void load_paged_tile(T *smem, const KvRows<T> &src,
         const int r = idx / Cfg::kChunks;
         const int c = idx % Cfg::kChunks;
         const bool valid = row0 + r < limit;
-        const T *from = valid ? src.at(src.slot_of(entries[i], row0 + r)) + c * 8 : src.base;
+        // Rows at or past `limit` copy nothing, from row limit - 1 (its entry
+        // is the one looked up): a legal address without a branch.
+        const T *from = src.at(src.slot_of(entries[i], min(row0 + r, limit - 1))) + c * 8;
         ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
     }
 }

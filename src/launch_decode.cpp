@@ -14,15 +14,14 @@
 namespace fmha {
 namespace {
 
-// Where the Hopper kernel does not run: query rows of one KV head at or below
-// which AUTO prefers the decode kernel to the portable one (its 16-row tiles
-// re-read K/V per tile; the portable kernel tiles 64+ rows).
-constexpr int64_t kDecodeMaxRowsPerKvHead = 64;
-// Above that, and up to this, only when the portable grid would be small.
+// Where the Hopper kernel does not run, AUTO prefers the decode kernel to
+// the portable one while its K/V reads (one per 16-row tile) are at most
+// kDecodeReadsNum / kDecodeReadsDen times the portable kernel's (one per
+// query head and 128 positions); see prefers_decode.
+constexpr int64_t kDecodeReadsNum = 3, kDecodeReadsDen = 2;
+// Beyond that, up to this many query rows of one KV head, only when the
+// portable grid would leave most SMs idle (it does not split the keys).
 constexpr int64_t kDecodeMaxRowsSplitting = 256;
-// Pages below this many rows, which the Hopper kernel does not read, take
-// their own rule (prefers_decode).
-constexpr int32_t kSmallPageRows = 16;
 
 const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -328,22 +327,20 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // (1.02-3.06x; the other 5 within 2-12%), and up to 3.7x beyond
     // (docs/kernel-notes.md d30).
     if (hopper_runs_it) return false;
-    // Pages of under 16 rows, which the Hopper kernel never reads (SGLang
-    // uses 1). Since the portable kernel looks up its pages a tile ahead
-    // (kernel-notes p5) it runs as fast over pages of 1 as of 8. On the H200
-    // (kernel-notes d55: pages of 1, 4 and 8, 4-128 query positions, 60
-    // problems) the decode kernel was the faster while its K/V reads (one per
-    // 16-row tile) were at most twice the portable kernel's (one per query
-    // head and 128 positions): 0.99-5.1x, ties at twice; beyond, the portable kernel was
-    // 1.70-1.84x faster, at every page size.
-    if (p.paged_kv && p.page_size < kSmallPageRows) {
-        const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
-        return m_tiles(p) <= 2 * portable_reads;
-    }
-    // Other devices (the portable kernel otherwise): the decode kernel up to
-    // 64 rows, and up to 256 where the portable kernel's 128-row tiles, one
-    // head each, would leave most SMs idle (it does not split the keys).
-    if (rows_per_kv_head <= kDecodeMaxRowsPerKvHead) return true;
+    // Without the Hopper kernel: other devices, and pages of under 16 rows
+    // on sm_90 (SGLang uses 1). Measured on the H200 with both kernels
+    // forced (kernel-notes d55: contiguous caches and pages of 1 and 2;
+    // B8-B32, H32/8 and H32/32, 4-128 query positions): the decode kernel
+    // was 1.16-4.2x faster at up to the portable kernel's reads, the portable
+    // kernel 1.6-2.2x faster at 4 times them and more, and at twice the
+    // decode kernel took 0.94-1.16x the portable one's time. The bound, 1.5
+    // times, lies between the measured ratios; no problem sat between them.
+    const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
+    if (kDecodeReadsDen * m_tiles(p) <= kDecodeReadsNum * portable_reads) return true;
+    // A small batch (B1 there): the portable grid of a CTA per query head
+    // and 128 positions leaves most SMs idle, and the decode kernel, which
+    // splits the keys, stayed faster up to 256 rows (1.05x at 128 query
+    // positions, up to 16x at 4).
     const int64_t prefill_ctas = p.batch * p.num_q_heads * ((p.seqlen_q + 127) / 128);
     return dev.num_sms > 0 && rows_per_kv_head <= kDecodeMaxRowsSplitting &&
            prefill_ctas * 2 < dev.num_sms;

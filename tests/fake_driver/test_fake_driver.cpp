@@ -1780,56 +1780,70 @@ TEST_CASE("fake driver: packed Q with no rows runs nothing", "[cpu][fake-driver]
     CHECK(f.stats().launches == launches);
 }
 
-// Pages of under 16 rows never reach the Hopper kernel; AUTO picks between
-// the decode and portable kernels by the page size and the K/V re-reads of
-// each (launch_decode.cpp, prefers_decode; kernel-notes d54).
-TEST_CASE("fake driver: AUTO routes multi-token decode over small pages", "[cpu][fake-driver][plan][decode]") {
+// Without the Hopper kernel (other devices, and pages of under 16 rows on
+// sm_90), AUTO picks between the decode and portable kernels by the K/V
+// reads of each: the decode kernel while its 16-row tiles are at most 1.5
+// times the portable kernel's query heads x 128-position blocks, or while
+// the portable grid would leave most SMs idle (launch_decode.cpp,
+// prefers_decode; kernel-notes d55).
+TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fake-driver][plan][decode]") {
     struct Row {
-        int32_t page_size;
-        int64_t q_heads, kv_heads, seqlen_q;
+        int32_t page_size;  // 0: contiguous cache
+        int64_t batch, q_heads, kv_heads, seqlen_q;
         fmha_kernel_family sm90, sm80;  // the family AUTO picks
     };
-    const fmha_kernel_family kDecode = FMHA_KERNEL_DECODE, kPortable = FMHA_KERNEL_PORTABLE;
+    const fmha_kernel_family kDecode = FMHA_KERNEL_DECODE, kPortable = FMHA_KERNEL_PORTABLE,
+                             kHopper = FMHA_KERNEL_HOPPER;
     const Row rows[] = {
-        {1, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4 portable reads
-        {1, 32, 8, 128, kPortable, kPortable},   // 32 tiles against 4: pages of 1 as any other
-        {1, 32, 32, 64, kPortable, kPortable},   // 4 tiles against 1
-        {1, 32, 8, 1024, kPortable, kPortable},  // chunked prefill: 256 tiles against 32
-        {2, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4 portable reads
-        {4, 32, 8, 64, kPortable, kPortable},    // 16 tiles against 4
-        {8, 32, 8, 4, kDecode, kDecode},         // one 16-row tile
-        {8, 32, 8, 32, kDecode, kDecode},        // 8 tiles against 4
-        {8, 32, 8, 128, kPortable, kPortable},   // 32 tiles against 4
-        {8, 32, 32, 32, kDecode, kDecode},       // 2 tiles against 1
-        {8, 32, 32, 128, kPortable, kPortable},  // 8 tiles against 1
-        {12, 32, 32, 64, kPortable, kPortable},  // 4 tiles against 1
-        {16, 32, 8, 32, FMHA_KERNEL_HOPPER, kPortable},  // the Hopper kernel's pages; elsewhere the rows rule
+        {1, 3, 32, 8, 16, kDecode, kDecode},        // 4 decode tiles against 4 portable reads
+        {1, 3, 32, 8, 32, kPortable, kPortable},    // 8 against 4
+        {1, 3, 32, 8, 128, kPortable, kPortable},   // 32 against 4
+        {1, 3, 32, 32, 64, kPortable, kPortable},   // 4 against 1
+        {1, 3, 32, 8, 1024, kPortable, kPortable},  // chunked prefill: 256 against 32
+        {2, 3, 32, 8, 24, kDecode, kDecode},        // 6 against 4: at the bound
+        {2, 3, 32, 8, 32, kPortable, kPortable},
+        {4, 3, 32, 8, 64, kPortable, kPortable},
+        {8, 3, 32, 8, 4, kDecode, kDecode},         // one 16-row tile
+        {8, 3, 32, 8, 128, kPortable, kPortable},
+        {8, 3, 32, 32, 32, kPortable, kPortable},   // 2 against 1
+        {12, 3, 32, 32, 64, kPortable, kPortable},
+        {1, 1, 32, 8, 64, kDecode, kDecode},        // 32 portable CTAs: the decode kernel splits
+        {1, 1, 32, 8, 128, kPortable, kPortable},   // 512 rows per KV head: past the small-grid bound
+        {16, 3, 32, 8, 32, kHopper, kPortable},     // the Hopper kernel's pages
+        {0, 3, 32, 8, 16, kHopper, kDecode},        // contiguous: 4 against 4
+        {0, 3, 32, 32, 64, kHopper, kPortable},     // 4 against 1 (64 rows took the decode kernel before d55)
+        {0, 1, 32, 32, 128, kHopper, kDecode},      // small grid
     };
     for (const int sm : {80, 90})
         for (const Row &r : rows) {
             if (!embeds(sm)) continue;
             fresh_fake(sm);
-            const int64_t hd = 128, batch = 3, seqlen_k = 4096;
+            const int64_t hd = 128, seqlen_k = 4096;
             fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, seqlen_k);
+            d.batch = r.batch;
             d.num_q_heads = r.q_heads;
             d.num_kv_heads = r.kv_heads;
-            d.q_strides = d.o_strides = make_layout(Layout::BSHD, batch, r.seqlen_q, r.q_heads, hd).strides;
+            d.q_strides = d.o_strides = make_layout(Layout::BSHD, r.batch, r.seqlen_q, r.q_heads, hd).strides;
+            d.k_strides = d.v_strides = make_layout(Layout::BSHD, r.batch, seqlen_k, r.kv_heads, hd).strides;
             d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-            d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
-            d.page_size = r.page_size;
-            d.max_pages_per_seq = (seqlen_k + r.page_size - 1) / r.page_size;
-            d.num_pages = batch * d.max_pages_per_seq;
-            REQUIRE(fmha_strides_bshd(&d.k_strides, r.page_size, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
-            d.v_strides = d.k_strides;
+            if (r.page_size > 0) {
+                d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+                d.page_size = r.page_size;
+                d.max_pages_per_seq = (seqlen_k + r.page_size - 1) / r.page_size;
+                d.num_pages = r.batch * d.max_pages_per_seq;
+                REQUIRE(fmha_strides_bshd(&d.k_strides, r.page_size, r.kv_heads, hd) == FMHA_STATUS_SUCCESS);
+                d.v_strides = d.k_strides;
+            }
             Plan plan;
-            INFO("sm_" << sm << " page " << r.page_size << " H" << r.q_heads << "/" << r.kv_heads << " T"
-                       << r.seqlen_q);
+            INFO("sm_" << sm << " page " << r.page_size << " B" << r.batch << " H" << r.q_heads << "/"
+                       << r.kv_heads << " T" << r.seqlen_q);
             FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
             const fmha_plan_info i = info_of(plan.p);
             CHECK(i.kernel_family == (sm == 90 ? r.sm90 : r.sm80));
             // Paged problems take the portable kernel's `_paged` entry points.
             if (i.kernel_family == FMHA_KERNEL_PORTABLE)
-                CHECK(std::string(i.kernel_name) == "fmha_fwd_portable_paged_bf16_hd128");
+                CHECK(std::string(i.kernel_name) == (r.page_size > 0 ? "fmha_fwd_portable_paged_bf16_hd128"
+                                                                     : "fmha_fwd_portable_bf16_hd128"));
         }
 }
 

@@ -65,49 +65,29 @@ __device__ __forceinline__ void look_up_tile(int (&entries)[Cfg::kCopies], const
     }
 }
 
-// load_rows for a paged BN-row tile whose entries look_up_tile fetched.
-template <typename Cfg, typename T>
-__device__ __forceinline__ void load_paged_tile(T *smem, const KvRows<T> &src,
-                                                const int (&entries)[Cfg::kCopies], int row0,
-                                                int limit) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kCopies; ++i) {
-        const int idx = threadIdx.x + i * Cfg::kThreads;
-        const int r = idx / Cfg::kChunks;
-        const int c = idx % Cfg::kChunks;
-        const bool valid = row0 + r < limit;
-        // Rows at or past `limit` copy nothing, from row limit - 1 (its entry
-        // is the one looked up): a legal address without a branch.
-        const T *from = src.at(src.slot_of(entries[i], min(row0 + r, limit - 1))) + c * 8;
-        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
-    }
-}
-
-// load_rows for a BN-row tile of a contiguous cache. Addressed without the
-// block-table test of KvRows::row, which the compiler cannot drop (it does
-// not know the table is null) and which leaves a branch around every copy.
-template <typename Cfg, typename T>
-__device__ __forceinline__ void load_contiguous_tile(T *smem, const KvRows<T> &src, int row0,
-                                                     int limit) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kCopies; ++i) {
-        const int idx = threadIdx.x + i * Cfg::kThreads;
-        const int r = idx / Cfg::kChunks;
-        const int c = idx % Cfg::kChunks;
-        const bool valid = row0 + r < limit;
-        const T *from = valid ? src.base + int64_t(row0 + r) * src.seq_stride + c * 8 : src.base;
-        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
-    }
-}
-
-// One BN-row K or V tile, from a contiguous or (kPaged) a paged cache.
+// One BN-row K or V tile, from a contiguous or (kPaged) a paged cache whose
+// entries look_up_tile fetched. Rows at or past `limit` copy nothing.
 template <bool kPaged, typename Cfg, typename T>
 __device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
                                           const int (&entries)[Cfg::kCopies], int row0, int limit) {
-    if constexpr (kPaged)
-        load_paged_tile<Cfg>(smem, src, entries, row0, limit);
-    else
-        load_contiguous_tile<Cfg>(smem, src, row0, limit);
+#pragma unroll
+    for (int i = 0; i < Cfg::kCopies; ++i) {
+        const int idx = threadIdx.x + i * Cfg::kThreads;
+        const int r = idx / Cfg::kChunks;
+        const int c = idx % Cfg::kChunks;
+        const bool valid = row0 + r < limit;
+        const T *from;
+        if constexpr (kPaged)
+            // Past the end, from row limit - 1 (its entry is the one looked
+            // up): a legal address without a branch.
+            from = src.at(src.slot_of(entries[i], min(row0 + r, limit - 1))) + c * 8;
+        else
+            // Without KvRows::row's block-table test, which the compiler
+            // cannot drop (it does not know the table is null) and which
+            // leaves a branch around every copy.
+            from = valid ? src.base + int64_t(row0 + r) * src.seq_stride + c * 8 : src.base;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
+    }
 }
 
 // kPaged: K/V in pages (the `_paged` entry points; launch_portable.cpp picks

@@ -94,8 +94,9 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
 // True when AUTO should use the decode kernel: up to 16 query rows per KV
 // head (one decode tile), an explicit split count, or head_dim 512 the
 // Hopper kernel cannot run; where the Hopper kernel does not run the problem
-// (`hopper_runs_it` false), also up to 64 rows and multi-token decodes whose
-// portable grid would leave most SMs idle.
+// (`hopper_runs_it` false), also while its K/V reads are at most 1.5 times
+// the portable kernel's, and multi-token decodes whose portable grid would
+// leave most SMs idle.
 bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it);
 
 }  // namespace fmha

@@ -35,17 +35,15 @@ struct Config {
     static_assert(kSTiles % 2 == 0 && kOTiles % 2 == 0, "ldmatrix.x4 loads two tiles");
 };
 
-// Copies `rows` rows of D elements starting at row `row0` of `src` (a
-// KvRows, contiguous or paged) into shared memory; rows at or past `limit`
-// are zero-filled (never read).
+// Copies the BM query rows from row m0 of `q` (rows `stride` elements apart)
+// into shared memory; rows at or past `limit` are zero-filled (never read).
 template <typename Cfg, typename T>
-__device__ __forceinline__ void load_rows(T *smem, const KvRows<T> &src, int rows, int row0,
-                                          int limit) {
-    for (int idx = threadIdx.x; idx < rows * Cfg::kChunks; idx += Cfg::kThreads) {
+__device__ __forceinline__ void load_q_tile(T *smem, const T *q, int64_t stride, int m0, int limit) {
+    for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
         const int r = idx / Cfg::kChunks;
         const int c = idx % Cfg::kChunks;
-        const bool valid = row0 + r < limit;
-        const T *from = valid ? src.row(row0 + r) + c * 8 : src.base;
+        const bool valid = m0 + r < limit;
+        const T *from = valid ? q + int64_t(m0 + r) * stride + c * 8 : q;
         ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
     }
 }
@@ -82,9 +80,8 @@ __device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
             // up): a legal address without a branch.
             from = src.at(src.slot_of(entries[i], min(row0 + r, limit - 1))) + c * 8;
         else
-            // Without KvRows::row's block-table test, which the compiler
-            // cannot drop (it does not know the table is null) and which
-            // leaves a branch around every copy.
+            // No block-table code: a null-table test here, which the
+            // compiler cannot drop, left a branch around every copy (p6).
             from = valid ? src.base + int64_t(row0 + r) * src.seq_stride + c * 8 : src.base;
         ptx::cp_async_16(ptx::smem_addr(smem + r * Cfg::kRow + c * 8), from, valid);
     }
@@ -120,11 +117,8 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
 
     const Sequence seq = sequence_of(p, batch);
     if (m0 >= seq.len_q) return;  // a shorter sequence of a varlen batch
-    KvRows<T> q_rows;            // Q rows are addressed like contiguous K rows
-    q_rows.base = static_cast<const T *>(p.q) + batch * p.q_stride.batch +
-                  seq.q_row0 * p.q_stride.seq + head * p.q_stride.head;
-    q_rows.seq_stride = p.q_stride.seq;
-    q_rows.table = nullptr;
+    const T *q = static_cast<const T *>(p.q) + batch * p.q_stride.batch +
+                 seq.q_row0 * p.q_stride.seq + head * p.q_stride.head;
     const KvRows<T> k = kv_rows<T>(p, p.k, p.k_stride, seq, batch, kv_head);
     const KvRows<T> v = kv_rows<T>(p, p.v, p.v_stride, seq, batch, kv_head);
     T *o = static_cast<T *>(p.o) + batch * p.o_stride.batch + seq.q_row0 * p.o_stride.seq +
@@ -138,7 +132,7 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
 
     // Block-table entries of the next K/V tile's rows (paged caches only).
     int entries[Cfg::kCopies];
-    load_rows<Cfg>(sQ, q_rows, BM, m0, seq.len_q);
+    load_q_tile<Cfg>(sQ, q, p.q_stride.seq, m0, seq.len_q);
     if (end_tile > first_tile) {
         if constexpr (kPaged) look_up_tile<Cfg>(entries, k, first_tile * BN, seq.len_k);
         load_tile<kPaged, Cfg>(sK, k, entries, first_tile * BN, seq.len_k);

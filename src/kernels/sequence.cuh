@@ -93,14 +93,8 @@ struct KvRows {
         // Out-of-range entries are clamped: a broken table never faults.
         return make_int2(min(max(entry, 0), num_pages - 1), in_page);
     }
-    __device__ __forceinline__ int2 page_slot(int j) const {
-        return slot_of(__ldg(table + block_of(j)), j);
-    }
     __device__ __forceinline__ const T *at(int2 slot) const {
         return base + int64_t(slot.x) * page_stride + int64_t(slot.y) * seq_stride;
-    }
-    __device__ __forceinline__ const T *row(int j) const {
-        return table == nullptr ? base + int64_t(j) * seq_stride : at(page_slot(j));
     }
 };
 

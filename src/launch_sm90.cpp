@@ -68,11 +68,12 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
 // kernels/tile_traits.h): `_varlen` (default tiles) walks only the real query
 // blocks of packed Q (sm90_compact_walk), `_paged16` (default tiles, and
 // hd128's wide one) reads a paged cache's K and V in one TMA box each per
-// 16-row chunk (sm90_paged_chunk_boxes). nullptr where the variant was not built.
+// 16-row chunk (sm90_paged_chunk_boxes), `_gather` (default tiles) copies
+// the rows of pages no box fits. nullptr where the variant was not built.
 const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
                                 Sm90Variant variant) {
     // [variant - 1][bf16][hd64, hd96, hd128, hd256, hd128's wide tile]
-    static const char *const kNames[2][2][5] = {
+    static const char *const kNames[3][2][5] = {
         {{"fmha_fwd_sm90_fp16_hd64_varlen", "fmha_fwd_sm90_fp16_hd96_varlen",
           "fmha_fwd_sm90_fp16_hd128_varlen", "fmha_fwd_sm90_fp16_hd256_varlen", nullptr},
          {"fmha_fwd_sm90_bf16_hd64_varlen", "fmha_fwd_sm90_bf16_hd96_varlen",
@@ -80,7 +81,11 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
         {{nullptr, nullptr, "fmha_fwd_sm90_fp16_hd128_paged16", "fmha_fwd_sm90_fp16_hd256_paged16",
           "fmha_fwd_sm90_fp16_hd128_wide_paged16"},
          {nullptr, nullptr, "fmha_fwd_sm90_bf16_hd128_paged16", "fmha_fwd_sm90_bf16_hd256_paged16",
-          "fmha_fwd_sm90_bf16_hd128_wide_paged16"}}};
+          "fmha_fwd_sm90_bf16_hd128_wide_paged16"}},
+        {{"fmha_fwd_sm90_fp16_hd64_gather", "fmha_fwd_sm90_fp16_hd96_gather",
+          "fmha_fwd_sm90_fp16_hd128_gather", "fmha_fwd_sm90_fp16_hd256_gather", nullptr},
+         {"fmha_fwd_sm90_bf16_hd64_gather", "fmha_fwd_sm90_bf16_hd96_gather",
+          "fmha_fwd_sm90_bf16_hd128_gather", "fmha_fwd_sm90_bf16_hd256_gather", nullptr}}};
     const int index = shape == kSm90WideKeys ? (head_dim == 128 ? 4 : -1)
                     : shape != kSm90Default  ? -1
                     : head_dim == 64         ? 0
@@ -206,7 +211,9 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
     const HeadFold fold = sched.k_head_fold;
-    if (fold != HeadFold::kNone) {  // `_paged16`: one box per 16-row chunk, all its columns
+    if (sched.k_box_rows == 0) {
+        // `_gather`: K/V rows are copied from their addresses, no maps.
+    } else if (fold != HeadFold::kNone) {  // `_paged16`: one box per 16-row chunk, all its columns
         FMHA_TRY(encode_group_boxed_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim,
                                                k_map_rows, p.num_kv_heads, k_map_outer, p.k,
                                                sched.k_box_rows, fold, "k"));
@@ -388,8 +395,9 @@ Sm90Schedule sm90_schedule(const Problem &p, const DeviceLimits &dev, const Sm90
     s.persistent = splits == 1 && use_persistent_grid(p);
     s.head_group = s.persistent ? persistent_head_group(p, s.tile_heads) : 0;
     s.compact_batch = sm90_compact_walk(p, s) ? static_cast<int32_t>(p.batch) : 0;
+    // 0 rows: pages no box fits, gathered row by row (`_gather`).
     s.k_box_rows = p.paged_kv ? sm90_paged_chunk_rows(p.page_size, tile.block_n) : tile.block_n;
-    s.paged_chunks = p.paged_kv ? tile.block_n / s.k_box_rows : 0;
+    s.paged_chunks = p.paged_kv && s.k_box_rows > 0 ? tile.block_n / s.k_box_rows : 0;
     s.ctas = static_cast<uint32_t>(s.persistent && dev.num_sms > 0 && tiles > dev.num_sms
                                        ? dev.num_sms
                                        : tiles);
@@ -408,6 +416,19 @@ int64_t sm90_packed_heads(const Problem &p) {
     int64_t padded = 2;
     while (padded < group) padded *= 2;
     return padded;
+}
+
+// Measured on the H200 over pages of 1 (c108, c109, bench_routing): hd128
+// MHA with 32 and 64 query positions, where each 128-row Hopper block and
+// each 64-row portable block reads a head's K/V once, ran 4-6% faster on the
+// portable kernel; 128 positions 1.7x faster on the Hopper kernel, packed
+// GQA rows 1.8-3.3x. At hd64 the Hopper kernel was 1-2% faster on those MHA
+// rows, at hd256 (the portable kernel's 32-key tiles) 1.4x: hd128 only
+// (hd96, which shares hd128's tiles, was not measured).
+bool sm90_gather_reads_like_portable(const Problem &p, const KernelChoice &hopper) {
+    return p.paged_kv && hopper.sm90.k_box_rows == 0 && hopper.num_splits == 1 &&
+           p.head_dim == 128 && sm90_packed_heads(p) == 1 &&
+           p.seqlen_q <= portable_tile(static_cast<int>(p.head_dim)).block_m;
 }
 
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
@@ -429,18 +450,29 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
                         "cannot broadcast a zero stride (the decode and portable kernels can)",
                         in.tensor, in.stride);
     const int d = static_cast<int>(p.head_dim);
-    const int shape = d == 128 && sm90_wide_keys(p) ? kSm90WideKeys
-                    : sm90_narrow_rows(p)            ? kSm90NarrowRows
-                    : sm90_shared_s(p)               ? kSm90SharedS
-                    : sm90_row_masks(p)              ? kSm90RowMasks
-                                                     : kSm90Default;
+    // Windows, softcap and sinks take the entry points that mask window
+    // edges, cap scores and add sinks; the plain ones stay as they were.
+    const bool score_mods = p.has_window() || p.softcap > 0.0f || p.sinks;
+    int shape = d == 128 && sm90_wide_keys(p) ? kSm90WideKeys
+              : sm90_narrow_rows(p)            ? kSm90NarrowRows
+              : sm90_shared_s(p)               ? kSm90SharedS
+              : sm90_row_masks(p)              ? kSm90RowMasks
+                                               : kSm90Default;
+    // Pages that no TMA box of 16, 32 or 64 rows fits (it must divide both
+    // the page and the key tile; every tile is a multiple of 16 keys) are
+    // gathered row by row by the `_gather` entry points: default tiles only.
+    const bool gathered = p.paged_kv && sm90_paged_chunk_rows(p.page_size, 16) == 0;
+    if (gathered) {
+        if (score_mods || d == 512)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor.page_size is %d: the Hopper kernel gathers pages that no "
+                        "TMA box of 16 rows fits for head_dim 64-256 without windows, softcap "
+                        "or sinks; here head_dim is %d%s (the decode and portable kernels read "
+                        "any page size)",
+                        p.page_size, d, score_mods ? " with score modifiers" : "");
+        shape = kSm90Default;
+    }
     const Sm90Tile tile = sm90_tile(d, shape);
-    if (p.paged_kv && sm90_paged_chunk_rows(p.page_size, tile.block_n) == 0)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "descriptor.page_size is %d: the Hopper kernel reads pages in TMA boxes of "
-                    "16, 32 or 64 rows that divide both the page and its %d-key tile (the "
-                    "decode and portable kernels read any page size)",
-                    p.page_size, tile.block_n);
     const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);
     const int64_t tile_heads = sm90_tile_heads(p);
     // One CTA per (tile, split), at most 2^31-1; counted in double, as batch
@@ -463,9 +495,6 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     KernelChoice c;
     c.family = FMHA_KERNEL_HOPPER;
     c.image_family = "sm90";
-    // Windows, softcap and sinks take the entry points that mask window
-    // edges, cap scores and add sinks; the plain ones stay as they were.
-    const bool score_mods = p.has_window() || p.softcap > 0.0f || p.sinks;
     c.kernel_name = kernel_name(p.dtype, p.head_dim, shape, score_mods);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
@@ -490,6 +519,10 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     if (c.sm90.compact_batch == 0 && fold != HeadFold::kNone && chunked != nullptr) {
         c.kernel_name = chunked;
         c.sm90.k_head_fold = fold;
+    }
+    if (gathered) {
+        c.kernel_name = variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kPagedGather);
+        c.sm90.compact_batch = 0;
     }
     c.launch = sm90_launch;
     *out = c;

@@ -104,6 +104,14 @@ struct Turns {
     }
 };
 
+// Waits for a K or V stage. Gathered stages were written by cp.async, outside
+// the async proxy that wgmma reads through: fence before reading them.
+template <typename Cfg>
+__device__ __forceinline__ void wait_stage(uint64_t *full, uint32_t phase) {
+    ptx::mbarrier_wait(full, phase);
+    if constexpr (Cfg::kGatherKV) ptx::fence_proxy_async_shared();
+}
+
 template <bool kBf16, typename Cfg>
 __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg> &sm,
                                         int consumer, int tid) {
@@ -171,7 +179,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
         if constexpr (Cfg::kQRegSteps > 0) load_q_fragments<Cfg>(qa, q_mine, kk0, tid);
         if (n_mine > 0) {
             const int s0 = kv_iter % kStages;
-            ptx::mbarrier_wait(&sm.full_k[s0], (kv_iter / kStages) & 1);
+            wait_stage<Cfg>(&sm.full_k[s0], (kv_iter / kStages) & 1);
             turns.mine();
             issue_s_gemm<kBf16, Cfg>(sacc, qa, q_mine, sm.k + s0 * Cfg::kKVBytes, kk0);
             turns.yours();
@@ -188,8 +196,8 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
                 const int s = it % kStages, s_prev = (it - 1) % kStages;
                 // Issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} back to back; the
                 // softmax of S_j then runs while P·V is still on the tensor cores.
-                ptx::mbarrier_wait(&sm.full_k[s], (it / kStages) & 1);
-                ptx::mbarrier_wait(&sm.full_v[s_prev], ((it - 1) / kStages) & 1);
+                wait_stage<Cfg>(&sm.full_k[s], (it / kStages) & 1);
+                wait_stage<Cfg>(&sm.full_v[s_prev], ((it - 1) / kStages) & 1);
                 turns.mine();
                 issue_s_gemm<kBf16, Cfg>(sacc, qa, q_mine, sm.k + s * Cfg::kKVBytes, kk0);
                 issue_pv_gemm<kBf16, Cfg>(o, pa, sm.v + s_prev * Cfg::kKVBytes + v_cols);
@@ -211,7 +219,7 @@ __device__ __forceinline__ void consume(const Sm90Params &params, const Smem<Cfg
 
             const int it_last = kv_iter + n_mine - 1;
             const int s_last = it_last % kStages;
-            ptx::mbarrier_wait(&sm.full_v[s_last], (it_last / kStages) & 1);
+            wait_stage<Cfg>(&sm.full_v[s_last], (it_last / kStages) & 1);
             // Only lengths from cu_seqlens_k / seqused_k stop inside a tensor;
             // a page's rows past the sequence hold whatever the cache has.
             // Only the block's last tile can hold such rows, and the consumers
@@ -284,9 +292,12 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     if (threadIdx.x == 0) {
         ptx::mbarrier_init(sm.full_q, 1);
         ptx::mbarrier_init(sm.empty_q, Cfg::kConsumers * 128);
+        // TMA stages: the leader's one arrival (and the bytes); gathered
+        // ones: one per producer thread, when its copies land.
+        constexpr uint32_t kFullCount = Cfg::kGatherKV ? 128 : 1;
         for (int s = 0; s < Cfg::kStages; ++s) {
-            ptx::mbarrier_init(&sm.full_k[s], 1);
-            ptx::mbarrier_init(&sm.full_v[s], 1);
+            ptx::mbarrier_init(&sm.full_k[s], kFullCount);
+            ptx::mbarrier_init(&sm.full_v[s], kFullCount);
             ptx::mbarrier_init(&sm.empty_k[s], Cfg::kConsumers * 128);
             ptx::mbarrier_init(&sm.empty_v[s], Cfg::kConsumers * 128);
         }
@@ -298,7 +309,9 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     const int warpgroup = threadIdx.x / 128;
     if (warpgroup == 0) {
         ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-        if (Cfg::kChunkMajorV || params.paged_chunks > 0) {  // `_paged16`: paged only
+        if constexpr (Cfg::kGatherKV) {
+            produce<Cfg, true>(params, sm, threadIdx.x);
+        } else if (Cfg::kChunkMajorV || params.paged_chunks > 0) {  // `_paged16`: paged only
             if (threadIdx.x < 32) produce<Cfg, true>(params, sm, threadIdx.x);
         } else if (threadIdx.x == 0) {
             produce<Cfg, false>(params, sm, 0);
@@ -326,6 +339,8 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kCompactWalk)
 #define FMHA_SM90_ENTRY_PAGED16(name, bf16, d, shape) \
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, false, kPagedChunks16)
+#define FMHA_SM90_ENTRY_GATHER(name, bf16, d) \
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kPagedGather)
 #define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
@@ -368,3 +383,14 @@ FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_paged16, false, 128, fmha::kSm9
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd256_paged16, false, 256, fmha::kSm90Default)
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_wide_paged16, true, 128, fmha::kSm90WideKeys)
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_wide_paged16, false, 128, fmha::kSm90WideKeys)
+// A paged cache whose pages no TMA box fits (1-15 rows: SGLang's 1),
+// default tiles: K/V rows gathered by the producer warpgroup with cp.async
+// (kernel-notes h34).
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd64_gather, true, 64)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd96_gather, true, 96)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd128_gather, true, 128)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd256_gather, true, 256)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd64_gather, false, 64)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd96_gather, false, 96)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd128_gather, false, 128)
+FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd256_gather, false, 256)

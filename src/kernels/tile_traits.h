@@ -101,6 +101,10 @@ enum class Sm90Variant : int {
     // their 64-column boxes together (chunk-major V), so one TMA box loads a
     // chunk's V where the plain layout needs one per 64 columns (h28).
     kPagedChunks16 = 2,
+    // `_gather`: a paged cache whose pages no TMA box fits (pages of 1-15
+    // rows, or any size without a 16-row divisor): the producer warpgroup
+    // copies K and V row by row with cp.async into the plain layout (h34).
+    kPagedGather = 3,
 };
 
 // hd512: a warpgroup cannot hold 64 rows of O (64 x 512 fp32), so both
@@ -130,7 +134,7 @@ FMHA_HOST_DEVICE constexpr Sm90Tile sm90_tile(int head_dim, int shape) {
 // Paged KV on the Hopper kernel: rows per TMA box of a page, the largest of
 // 64, 32 and 16 that divides both the page and the key tile (a box never
 // straddles pages, and keeps the 1024-byte swizzle alignment), or 0 when
-// none does (pages of 1 or 8 rows: the decode and portable kernels).
+// none does (pages of 1 or 8 rows: gathered row by row, Sm90Variant::kPagedGather).
 // FMHA_SM90_TUNE_PAGED_CHUNK_MAX caps the chunk for tuning runs only.
 #ifndef FMHA_SM90_TUNE_PAGED_CHUNK_MAX
 #define FMHA_SM90_TUNE_PAGED_CHUNK_MAX 64

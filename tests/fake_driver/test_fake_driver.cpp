@@ -939,7 +939,7 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Shape {
         int64_t hd, sk;
-        int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: Hopper declines)
+        int32_t page_size, chunk;  // chunk: rows per K/V box expected (0: rows gathered, `_gather`)
         bool paged_chunk_boxes;    // `_paged16`: K and V one box per chunk, all its columns
         // The pool's layout: [page, row, head, dim], heads outside the rows
         // ([page, head, row, dim]), or heads hd + 64 elements apart in a row
@@ -948,12 +948,16 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     };
     // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
     // 16-row chunks of the plain hd128 (default and wide) and hd256 tiles take `_paged16`.
+    // Pages without a 16-row divisor are gathered on the default tiles (hd128 at
+    // 5000 keys too): no K/V maps.
     const Shape shapes[] = {{128, 3000, 16, 16, true},   {128, 3000, 64, 64, false},
                             {128, 3000, 256, 64, false}, {128, 5000, 128, 64, false},
                             {128, 5000, 48, 16, true},   {64, 3000, 32, 32, false},
                             {256, 3000, 64, 16, true},   {96, 3000, 16, 16, false},
                             {128, 3000, 8, 0, false},    {128, 3000, 1, 0, false},
-                            {128, 3000, 24, 0, false},
+                            {128, 3000, 24, 0, false},   {128, 5000, 1, 0, false},
+                            {64, 3000, 1, 0, false},     {96, 3000, 8, 0, false},
+                            {256, 3000, 1, 0, false},    {256, 3000, 40, 0, false},
                             {128, 3000, 16, 16, false, Shape::kSpacedHeads},
                             {128, 3000, 16, 16, true, Shape::kHeadsOuter},
                             {256, 3000, 64, 16, true, Shape::kHeadsOuter}};
@@ -987,17 +991,6 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         Plan plan;
         const fmha_status cst = create(plan, d);
         INFO(fmha_last_error_message());
-        if (sh.chunk == 0) {
-            CHECK(cst == FMHA_STATUS_NOT_SUPPORTED);
-            CHECK(std::string(fmha_last_error_message()).find("page_size is " +
-                                                              std::to_string(sh.page_size)) !=
-                  std::string::npos);
-            d.kernel = FMHA_KERNEL_AUTO;  // the decode or portable kernel reads it
-            Plan fallback;
-            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(fallback, d));
-            CHECK(info_of(fallback.p).kernel_family != FMHA_KERNEL_HOPPER);
-            continue;
-        }
         FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, cst);
         fmha_tensors t = fake_tensors();
         t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
@@ -1008,8 +1001,14 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         f.set_in_run(0);
         const fake_cuda_stats after = f.stats();
         CHECK(after.calls_in_run_not_allowed == 0);
-        REQUIRE(after.tensor_maps == before + 4);
         const std::string kernel = info_of(plan.p).kernel_name;
+        if (sh.chunk == 0) {  // Q and O maps only; K/V rows copied from their addresses
+            CHECK(after.tensor_maps == before + 2);
+            CHECK(kernel == "fmha_fwd_sm90_bf16_hd" + std::to_string(sh.hd) + "_gather");
+            CHECK(info_of(plan.p).tile_n == (sh.hd == 256 ? 80 : 128));
+            continue;
+        }
+        REQUIRE(after.tensor_maps == before + 4);
         CHECK((kernel.size() > 8 && kernel.compare(kernel.size() - 8, 8, "_paged16") == 0) ==
               sh.paged_chunk_boxes);
         for (int m = 1; m <= 2; ++m) {  // K and V: the pool of pages, one chunk per box
@@ -1059,6 +1058,48 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         Plan autop;
         FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(autop, d));
         CHECK(info_of(autop.p).kernel_family == FMHA_KERNEL_HOPPER);
+    }
+}
+
+TEST_CASE("fake driver: gathered pages decline score modifiers and head_dim 512",
+          "[cpu][fake-driver]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Case {
+        int64_t hd;
+        int32_t kv_heads, window_left;
+        float softcap;
+        const char *named;  // in the message
+    };
+    const Case cases[] = {{128, 2, 256, 0.0f, "score modifiers"},
+                          {128, 2, -1, 30.0f, "score modifiers"},
+                          {512, 1, -1, 0.0f, "head_dim is 512"}};
+    for (const Case &c : cases) {
+        fresh_fake(90);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, c.hd, Layout::BSHD, 32, 3000);
+        d.num_q_heads = 8;
+        d.num_kv_heads = c.kv_heads;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, d.batch, 32, 8, c.hd).strides;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.window_left = c.window_left;
+        d.softcap = c.softcap;
+        d.flags |= FMHA_FLAG_PAGED_KV;
+        d.page_size = 4;
+        d.max_pages_per_seq = 3000 / 4;
+        d.num_pages = d.batch * d.max_pages_per_seq;
+        REQUIRE(fmha_strides_bshd(&d.k_strides, 4, c.kv_heads, c.hd) == FMHA_STATUS_SUCCESS);
+        d.v_strides = d.k_strides;
+        d.kernel = FMHA_KERNEL_HOPPER;
+        INFO("hd " << c.hd << " window " << c.window_left << " softcap " << c.softcap);
+        Plan plan;
+        CHECK(create(plan, d) == FMHA_STATUS_NOT_SUPPORTED);
+        const std::string message = fmha_last_error_message();
+        INFO(message);
+        CHECK(message.find("page_size is 4") != std::string::npos);
+        CHECK(message.find(c.named) != std::string::npos);
+        d.kernel = FMHA_KERNEL_AUTO;  // the decode or portable kernel reads it
+        Plan fallback;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(fallback, d));
+        CHECK(info_of(fallback.p).kernel_family != FMHA_KERNEL_HOPPER);
     }
 }
 
@@ -1795,20 +1836,26 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
     const fmha_kernel_family kDecode = FMHA_KERNEL_DECODE, kPortable = FMHA_KERNEL_PORTABLE,
                              kHopper = FMHA_KERNEL_HOPPER;
     const Row rows[] = {
-        {1, 3, 32, 8, 16, kDecode, kDecode},        // 4 decode tiles against 4 portable reads
-        {1, 3, 32, 8, 32, kPortable, kPortable},    // 8 against 4
-        {1, 3, 32, 8, 128, kPortable, kPortable},   // 32 against 4
-        {1, 3, 32, 32, 64, kPortable, kPortable},   // 4 against 1
-        {1, 3, 32, 8, 1024, kPortable, kPortable},  // chunked prefill: 256 against 32
-        {2, 3, 32, 8, 24, kDecode, kDecode},        // 6 against 4: at the bound
-        {2, 3, 32, 8, 32, kPortable, kPortable},
-        {4, 3, 32, 8, 64, kPortable, kPortable},
+        // sm_90: pages of under 16 rows go to the Hopper kernel's `_gather`
+        // entry points past one 16-row tile per KV head, as pages of 16 do,
+        // except unpacked, unsplit queries of up to 64 positions (MHA): the
+        // portable kernel reads their K/V as often (h34).
+        {1, 3, 32, 8, 16, kHopper, kDecode},        // 4 decode tiles against 4 portable reads
+        {1, 3, 32, 8, 32, kHopper, kPortable},      // 8 against 4
+        {1, 3, 32, 8, 128, kHopper, kPortable},     // 32 against 4
+        {1, 3, 32, 32, 64, kPortable, kPortable},   // 4 against 1; sm_90: MHA, unsplit (h34)
+        {1, 3, 32, 8, 1024, kHopper, kPortable},    // chunked prefill: 256 against 32
+        {2, 3, 32, 8, 24, kHopper, kDecode},        // 6 against 4: at the bound
+        {2, 3, 32, 8, 32, kHopper, kPortable},
+        {4, 3, 32, 8, 64, kHopper, kPortable},
         {8, 3, 32, 8, 4, kDecode, kDecode},         // one 16-row tile
-        {8, 3, 32, 8, 128, kPortable, kPortable},
+        {8, 3, 32, 8, 128, kHopper, kPortable},
         {8, 3, 32, 32, 32, kPortable, kPortable},   // 2 against 1
+        {8, 3, 32, 32, 128, kHopper, kPortable},    // MHA past one 64-row portable block
         {12, 3, 32, 32, 64, kPortable, kPortable},
-        {1, 1, 32, 8, 64, kDecode, kDecode},        // 32 portable CTAs: the decode kernel splits
-        {1, 1, 32, 8, 128, kPortable, kPortable},   // 512 rows per KV head: past the small-grid bound
+        {1, 1, 32, 32, 32, kHopper, kDecode},       // MHA, but the Hopper kernel splits the keys
+        {1, 1, 32, 8, 64, kHopper, kDecode},        // 32 portable CTAs: the decode kernel splits
+        {1, 1, 32, 8, 128, kHopper, kPortable},     // 512 rows per KV head: past the small-grid bound
         {16, 3, 32, 8, 32, kHopper, kPortable},     // the Hopper kernel's pages
         {0, 3, 32, 8, 16, kHopper, kDecode},        // contiguous: 4 against 4
         {0, 3, 32, 32, 64, kHopper, kPortable},     // 4 against 1 (64 rows took the decode kernel before d55)

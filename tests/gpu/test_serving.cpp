@@ -266,7 +266,8 @@ TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
 // Paged KV caches on the Hopper kernel: pages of 16 to 256 rows (and 48) read
 // in TMA boxes of page chunks, under prefill and decode shapes, packed heads
 // and splits; HOPPER and AUTO whatever FMHA_TEST_KERNEL says. Pages of 8 rows
-// are declined by HOPPER (NOT_SUPPORTED naming page_size) and run on AUTO.
+// under a sliding window are declined by HOPPER (NOT_SUPPORTED naming
+// page_size: the `_gather` entry points have no score modifiers) and run on AUTO.
 
 TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
           "[gpu][serving][paged-hopper]") {
@@ -300,6 +301,7 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
     ServingCase small = paged_hopper_suite()[0];
     small.page_size = 8;
     small.k_lens = {3008, 72, 16, 320};
+    small.window_left = 300;
     INFO(small.name());
     ServingData data(small);
     data.ref64();
@@ -311,6 +313,30 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
     INFO(fallback.summary(small));
     CHECK(fallback.passed());
     CHECK(fallback.kernel_family != FMHA_KERNEL_HOPPER);
+}
+
+// ---------------------------------------------------------------------------
+// Pages no TMA box fits (1-15 rows, 24, 40) on the Hopper kernel: K and V
+// rows gathered by its producer warpgroup with cp.async (`_gather`); HOPPER
+// and AUTO whatever FMHA_TEST_KERNEL says.
+
+TEST_CASE("Hopper kernel: pages no TMA box fits, gathered row by row",
+          "[gpu][serving][paged-gather]") {
+    FMHA_REQUIRE_GPU();
+    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    Stats st;
+    for (const ServingCase &c : gathered_pages_suite()) {
+        if (!selected(c.name())) continue;
+        check_host_block_table(c);
+        run_families("gathered pages", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
+    }
+    finish("gathered pages", st);
+    CHECK(st.unsupported == 0);
+    int gathered = 0;
+    for (const auto &k : st.kernels)
+        if (k.first.size() > 7 && k.first.compare(k.first.size() - 7, 7, "_gather") == 0)
+            gathered += k.second;
+    CHECK(gathered >= st.cases);  // every case under HOPPER
 }
 
 // ---------------------------------------------------------------------------

@@ -1059,6 +1059,43 @@ std::vector<ServingCase> packed_heads_suite() {
     return seeded(v, 23000);
 }
 
+// Pages no TMA box of 16 rows fits (1-15 rows, 24, 40), which the Hopper
+// kernel's `_gather` entry points copy row by row: every head dim they serve,
+// prefill and decode shapes, packed heads, varlen Q, seqused_k tails inside a
+// page, an empty sequence, splits, MQA, every layout, fp16 and bf16.
+std::vector<ServingCase> gathered_pages_suite() {
+    std::vector<ServingCase> v;
+    // SGLang's pages of one row: chunked prefill of packed Q with a cached prefix
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .varlen_q({700, 64, 0, 129}).paged(1, {2000, 70, 16, 320})
+                    .seqused({1999, 64, 10, 301}).mask(kBottomRight));
+    // multi-token decode (speculative): 32 positions x 4 heads per KV head packed, split
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 32, 8)
+                    .q({32, 32}).paged(1, {3000, 1200}).seqused({2999, 1111}).mask(kBottomRight));
+    // 8-row pages, hd64's three consumers, causal top-left, ragged
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 4, 2)
+                    .varlen_q({1000, 17, 450, 200}).paged(8, {1000, 17, 450, 200})
+                    .seqused({1000, 17, 450, 199}).mask(FMHA_MASK_CAUSAL_TOP_LEFT));
+    // hd96 (padded columns zero-filled) over 3-row pages, no mask, [page, head, row, dim]
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 96, 6, 3)
+                    .q({100, 100}).paged(3, {700, 500}).seqused({700, 451}).layout(Layout::BHSD));
+    // hd256's 80-key tile over 24-row pages, 2 heads per KV head, explicit splits
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 256, 4, 2)
+                    .q({16, 16}).paged(24, {1500, 1500}).seqused({1500, 333}).mask(kBottomRight)
+                    .splits(3));
+    // MQA with key counts from cu_seqlens_k, varlen Q, 40-row pages, a sliced pool
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 1)
+                    .varlen_q({17, 200, 1}).paged(40, {1000, 2500, 129}).with_cu_seqlens_k()
+                    .mask(kBottomRight).layout(Layout::SLICED));
+    // a long prefill of one sequence on the persistent grid, pages of 2, MHA
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 2, 2)
+                    .q({1500}).paged(2, {1800}).extra_pages(7).mask(kBottomRight));
+    // hd256 over pages of one row, decode of 4 positions, 8 heads per KV head
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 16, 2)
+                    .q({4, 4, 4}).paged(1, {900, 33, 2000}).seqused({899, 33, 1500}).mask(kBottomRight));
+    return seeded(v, 25000);
+}
+
 std::vector<ServingCase> paged_hopper_suite() {
     std::vector<ServingCase> v;
     // chunked prefill: packed Q against shuffled 16-row pages, seqused_k, an empty sequence
@@ -1293,6 +1330,13 @@ std::vector<ServingCase> sanitize_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
                     .varlen_q({24, 0, 5}).paged(16, {410, 20, 48}).seqused({400, 20, 37})
                     .mask(kBottomRight));
+    // Hopper: pages of 3 rows gathered by cp.async (`_gather`), the same shapes,
+    // and hd64's three consumers over pages of 1
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .varlen_q({24, 0, 5}).paged(3, {410, 20, 48}).seqused({400, 20, 37})
+                    .mask(kBottomRight));
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 4, 2)
+                    .q({40, 40}).paged(1, {300, 300}).seqused({300, 121}).mask(kBottomRight));
     // decode kernel on the narrow hd128 tile (sm_90: 8 splits x 8 KV heads x 3
     // sequences = 192 CTAs), seqused, window and sinks
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 8)

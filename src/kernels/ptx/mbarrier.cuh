@@ -38,6 +38,15 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_
                  : "memory");
 }
 
+// Arrives once this thread's cp.async copies issued so far have landed. The
+// arrival counts toward the barrier's expected count (.noinc), so a barrier
+// fed this way is initialised with one count per copying thread.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t *bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
+                 : "memory");
+}
+
 // Blocks until the phase with parity `phase` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, uint32_t phase) {
     asm volatile(

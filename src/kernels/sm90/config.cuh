@@ -21,6 +21,9 @@ struct Config {
     static constexpr bool kScoreMods = kWithScoreMods;
     static constexpr bool kCompactWalk = kVariant == Sm90Variant::kCompactWalk;
     static constexpr bool kChunkMajorV = kVariant == Sm90Variant::kPagedChunks16;
+    // `_gather`: K/V rows copied by the producer warpgroup with cp.async
+    // (sm90/gather.cuh); their full barriers count its 128 threads.
+    static constexpr bool kGatherKV = kVariant == Sm90Variant::kPagedGather;
     // Masked tiles take per-row column bounds (softmax.cuh), except in the
     // plain wide tile, whose register budget they exceed (38-byte spill), and
     // the plain hd64 kernel, where they measured -2 to -3% at 4k-8k keys
@@ -85,8 +88,12 @@ struct Config {
     static constexpr int kOChunks = kDv / kOChunkN;  // wgmma issues per k-step of P·V
     static constexpr int kORegs = kOChunkN / 2;
     // Register split after setmaxnreg (64K registers, 128 producer threads).
-    static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 24;
-    static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+    // Gathering producers (`_gather`) compute addresses: at hd96/hd128 they
+    // take 40 (24 spilled 28 bytes; the consumers fit 232 without spilling),
+    // while hd256's consumers need their 240 and hd64's split is full.
+    static constexpr bool kGatherRegs = kGatherKV && kConsumers == 2 && Dp == 128;
+    static constexpr int kProducerRegs = kGatherRegs ? 40 : kConsumers == 3 ? 32 : 24;
+    static constexpr int kConsumerRegs = kGatherRegs ? 232 : kConsumers == 3 ? 160 : 240;
     // setmaxnreg.inc waits forever if the CTA's registers can't cover the
     // split: they are what the launch granted (per-thread cap, 8-aligned).
     static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -112,6 +119,8 @@ struct Config {
     static_assert(!kChunkMajorV || (BN % kVChunkRows == 0 && !kSplitD && kBoxes > 1),
                   "chunk-major V: whole 16-row chunks, one O column range, several boxes");
     static_assert(!kGroupMajorK || !kSplitD, "group-major K: the unsplit S descriptors only");
+    static_assert(!kGatherKV || (!kSplitD && BN % 4 == 0 && BN / 4 <= 32 && Dp % 64 == 0),
+                  "gathered K/V: each producer warp copies a quarter of the key tile, a row per lane");
 };
 
 // Byte offset of key row r of box 0 in a V stage (see kVBoxStride).

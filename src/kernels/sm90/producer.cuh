@@ -7,6 +7,7 @@
 #include "kernels/ptx/tma.cuh"
 #include "kernels/sequence.cuh"
 #include "kernels/sm90/config.cuh"
+#include "kernels/sm90/gather.cuh"
 #include "kernels/sm90/schedule.cuh"
 
 namespace fmha::sm90 {
@@ -75,17 +76,52 @@ __device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const Tm
     }
 }
 
-// Issues every TMA load of the CTA's tiles: one thread for contiguous K/V
+// One query block's K/V tiles gathered row by row (`_gather`): every thread
+// of the producer warpgroup copies its part of each stage, and the next
+// tile's rows are looked up before this tile's V waits for its stage.
+template <typename Cfg>
+__device__ __forceinline__ void produce_gathered(const Sm90Params &params, const Smem<Cfg> &sm,
+                                                 const Sequence &seq, int batch, int kv_head,
+                                                 const KeyTiles &keys, const int (&consumer_tiles)[Cfg::kConsumers],
+                                                 int kv_iter, int tid) {
+    const FwdParams &p = params.fwd;
+    const auto *k_pool = static_cast<const uint16_t *>(p.k);
+    const auto *v_pool = static_cast<const uint16_t *>(p.v);
+    if (keys.end <= keys.begin) return;
+    GatherRows rows = look_up_rows<Cfg>(p, seq.len_k, batch, keys.begin, tid);
+    for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
+        const int s = kv_iter % Cfg::kStages;
+        const int use = kv_iter / Cfg::kStages;
+        if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
+        int skipped = 0;
+        if (Cfg::kConsumerKeyRanges && seq.has_hi)
+#pragma unroll
+            for (int c = 0; c < Cfg::kConsumers; ++c) skipped += j - keys.begin >= consumer_tiles[c];
+        gather_stage<Cfg>(p, rows, k_pool, p.k_stride, kv_head, sm.k + s * Cfg::kKVBytes,
+                          &sm.full_k[s], tid);
+        if (tid == 0 && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_k[s], 128 * skipped);
+        if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
+        gather_stage<Cfg>(p, rows, v_pool, p.v_stride, kv_head, sm.v + s * Cfg::kKVBytes,
+                          &sm.full_v[s], tid);
+        if (tid == 0 && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);
+        if (j + 1 < keys.end) rows = look_up_rows<Cfg>(p, seq.len_k, batch, j + 1, tid);
+    }
+}
+
+// Issues every load of the CTA's tiles: one thread for contiguous K/V
 // (lane 0), the whole warp for a paged cache (every lane walks the same
-// loop and barriers; lane 0 loads Q and arms the barriers).
+// loop and barriers; lane 0 loads Q and arms the barriers), the whole
+// warpgroup for gathered rows (`lane` is then its thread 0-127).
 template <typename Cfg, bool kPaged>
 __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg> &sm, int lane) {
     constexpr int BM = Cfg::BM, BN = Cfg::BN, kStages = Cfg::kStages;
     const bool leader = lane == 0;
     if (leader) {
         ptx::prefetch_tensor_map(&params.q);
-        ptx::prefetch_tensor_map(&params.k);
-        ptx::prefetch_tensor_map(&params.v);
+        if constexpr (!Cfg::kGatherKV) {  // gathered K/V have no maps
+            ptx::prefetch_tensor_map(&params.k);
+            ptx::prefetch_tensor_map(&params.v);
+        }
     }
     const int shift = params.group_shift;
     int q_iter = 0, kv_iter = 0;
@@ -118,6 +154,12 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
             for (int b = 0; b < Cfg::kBoxes; ++b)
                 ptx::tma_load_5d(sm.q + b * BM * 128, &params.q, sm.full_q, b * 64, group_row,
                                  q_row, tile.head, qb);
+        }
+        if constexpr (Cfg::kGatherKV) {
+            produce_gathered<Cfg>(params, sm, seq, tile.batch, kv_head, keys, consumer_tiles,
+                                  kv_iter, lane);
+            kv_iter += keys.count();
+            continue;
         }
         for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
             const int s = kv_iter % kStages;

@@ -327,6 +327,7 @@ std::vector<ServingCase> paged_suite();     // shuffled pages of every size
 std::vector<ServingCase> decode_suite();    // seqlen_q x head_dim x GQA ratio
 std::vector<ServingCase> packed_heads_suite();  // short GQA queries for the Hopper kernel
 std::vector<ServingCase> paged_hopper_suite();  // paged caches the Hopper kernel reads
+std::vector<ServingCase> gathered_pages_suite();  // pages no TMA box fits (Hopper `_gather`)
 std::vector<ServingCase> hopper_feature_suite();  // windows, softcap, sinks on the Hopper kernel
 std::vector<ServingCase> hd512_hopper_suite();    // head_dim 512 on the Hopper kernel (split D)
 std::vector<ServingCase> split_suite();     // problems run with every split count

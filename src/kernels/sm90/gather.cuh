@@ -1,0 +1,88 @@
+// Hopper forward kernel, `_gather` entry points: K and V of a paged cache
+// whose pages no TMA box fits (1-15 rows, or no 16-row divisor) copied row by
+// row by the producer warpgroup with cp.async, into the same 128-byte-swizzled
+// stage layout the TMA boxes fill, so the consumers run unchanged.
+#pragma once
+#include <stdint.h>
+
+#include "kernels/fast_divide.h"
+#include "kernels/params.h"
+#include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/mma_sync.cuh"
+#include "kernels/sequence.cuh"
+
+namespace fmha::sm90 {
+
+// Where the rows of one key tile live. Producer warp w copies the tile's rows
+// [w * BN/4, (w + 1) * BN/4); lane l of it holds row w * BN/4 + l's page and
+// row in the page (the other lanes hold nothing). The table entry stays raw
+// until the copies (clamped there), so its load is not waited for early.
+struct GatherRows {
+    int entry;    // block-table entry of the row's page
+    int in_page;  // row within that page
+};
+
+// Looks up key tile j's rows. Keys past the sequence's last read that key:
+// they are masked, and their V rows zeroed by the consumers (zero_v_tail).
+template <typename Cfg>
+__device__ __forceinline__ GatherRows look_up_rows(const FwdParams &p, int len_k, int batch,
+                                                   int j, int tid) {
+    constexpr int kRowsPerWarp = Cfg::BN / 4;
+    const int lane = tid % 32;
+    GatherRows rows{0, 0};
+    if (lane < kRowsPerWarp) {
+        const int key = min(j * Cfg::BN + (tid / 32) * kRowsPerWarp + lane, len_k - 1);
+        const int block = fast_divide(key, p.page_div);
+        rows.in_page = key - block * p.page_size;
+        rows.entry = __ldg(p.block_table + int64_t(batch) * p.max_pages_per_seq + block);
+    }
+    return rows;
+}
+
+// Copies this thread's part of one K or V tile into `stage` (box b of row r
+// at b * BN * 128 + r * 128, 16-byte chunk c of the box at (c ^ (r % 8)) * 16:
+// the TMA 128-byte swizzle), then arrives on `full` when its copies land.
+// A warp instruction copies 32 consecutive 16-byte chunks: 1-4 whole rows.
+// Columns past the head dim (hd96 in 128) are zero-filled.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void gather_stage(const FwdParams &p, const GatherRows &rows,
+                                             const T *pool, const TensorStrides &stride,
+                                             int kv_head, uint8_t *stage, uint64_t *full, int tid) {
+    constexpr int kRowsPerWarp = Cfg::BN / 4;
+    constexpr int kChunks = Cfg::Dp / 8;                  // 16-byte chunks per row
+    constexpr int kRowsPerCopy = kChunks >= 32 ? 1 : 32 / kChunks;
+    constexpr int kLanesPerRow = kChunks >= 32 ? 32 : kChunks;
+    constexpr int kCopiesPerRow = kChunks / kLanesPerRow;
+    static_assert(kRowsPerWarp % kRowsPerCopy == 0 && kRowsPerWarp % 4 == 0 && kRowsPerCopy <= 4,
+                  "whole rows per warp instruction; a warp's first row is 0 or 4 mod 8");
+    const int warp = tid / 32, lane = tid % 32;
+    const int sub = lane / kLanesPerRow;
+    const int page = min(max(rows.entry, 0), p.num_pages - 1);  // a broken table never faults
+    const T *head = pool + int64_t(kv_head) * stride.head;
+    // Row warp * kRowsPerWarp + i + sub is i % 8 ^ (sub ^ first % 8) mod 8, as
+    // i steps by kRowsPerCopy (no carry into sub) and first % 8 is 0 or 4:
+    // the swizzle is this lane's XOR and one constant per row step.
+    const int first = warp * kRowsPerWarp;
+    const int lane_rows = sub ^ (first % 8);
+    const uint32_t lane_addr = ptx::smem_addr(stage) + (first + sub) * 128;
+#pragma unroll
+    for (int k = 0; k < kCopiesPerRow; ++k) {
+        const int chunk = k * kLanesPerRow + lane % kLanesPerRow;
+        const bool real = chunk * 8 < Cfg::D;
+        const uint32_t dst0 =
+            lane_addr + (chunk / 8) * Cfg::BN * 128 + (((chunk % 8) ^ lane_rows) << 4);
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; i += kRowsPerCopy) {
+            const int r = i + sub;
+            const int row_page = __shfl_sync(0xffffffffu, page, r);
+            const int row_in_page = __shfl_sync(0xffffffffu, rows.in_page, r);
+            const T *src =
+                head + int64_t(row_page) * stride.batch + int64_t(row_in_page) * stride.seq;
+            ptx::cp_async_16((dst0 + i * 128) ^ ((i % 8) << 4), real ? src + chunk * 8 : src,
+                             real);
+        }
+    }
+    ptx::cp_async_mbarrier_arrive_noinc(full);
+}
+
+}  // namespace fmha::sm90

@@ -144,8 +144,9 @@ typedef enum fmha_kernel_family {
     /** The Hopper TMA + wgmma kernel (sm_90 devices only). Queries of up to
      *  256 positions get the query heads of a KV head packed into one tile
      *  (2-64 of them, 2-128 at head_dim 512, padded to a power of two), and
-     *  their keys may be split. Reads a paged KV cache whose page_size is a
-     *  multiple of 16. */
+     *  their keys may be split. Reads a paged KV cache of any page_size:
+     *  multiples of 16 rows in TMA boxes, other sizes row by row (head_dim
+     *  64-256 without windows, softcap or sinks; NOT_SUPPORTED otherwise). */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for up to 16
@@ -306,8 +307,8 @@ typedef struct fmha_descriptor {
     /** FMHA_FLAG_PAGED_KV: columns of the block table; max_pages_per_seq *
      *  page_size must cover seqlen_k. */
     int64_t max_pages_per_seq;
-    /** FMHA_FLAG_PAGED_KV: key rows per page, >= 1 (any size; 16 and up is
-     *  fast). */
+    /** FMHA_FLAG_PAGED_KV: key rows per page, >= 1 (any size; multiples of
+     *  16 read fastest). */
     int32_t page_size;
     /** Split-KV: the keys of each (sequence, head) are cut into this many
      *  parts, computed in parallel and combined exactly through their LSE.

@@ -55,7 +55,7 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         fmha_status st = sm90_configure(p, dev, &hopper);
         if (st == FMHA_STATUS_SUCCESS) st = check_shared_memory(p, hopper, dev);
         if (st == FMHA_STATUS_SUCCESS && hopper.num_splits > 1) st = need_image("combine", sm);
-        hopper_runs_it = st == FMHA_STATUS_SUCCESS && !sm90_gather_reads_like_portable(p, hopper);
+        hopper_runs_it = st == FMHA_STATUS_SUCCESS;
         if (st != FMHA_STATUS_SUCCESS) clear_error();
     }
     const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, dev, hopper_runs_it);

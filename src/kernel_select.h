@@ -90,11 +90,6 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
 // of a KV head into one M tile: their count rounded up to a power of two (1:
 // no packing; launch_sm90.cpp says when).
 int64_t sm90_packed_heads(const Problem &p);
-// True when the Hopper kernel would gather a paged cache's rows (pages no TMA
-// box fits) at hd128 for query blocks that each read a head's K/V alone,
-// unsplit, and the portable kernel's 64-row blocks read them no more often:
-// AUTO leaves such problems to the portable (or decode) kernel (kernel-notes h34).
-bool sm90_gather_reads_like_portable(const Problem &p, const KernelChoice &hopper);
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // True when AUTO should use the decode kernel: up to 16 query rows per KV
 // head (one decode tile), an explicit split count, or head_dim 512 the

@@ -418,19 +418,6 @@ int64_t sm90_packed_heads(const Problem &p) {
     return padded;
 }
 
-// Measured on the H200 over pages of 1 (c108, c109, bench_routing): hd128
-// MHA with 32 and 64 query positions, where each 128-row Hopper block and
-// each 64-row portable block reads a head's K/V once, ran 4-6% faster on the
-// portable kernel; 128 positions 1.7x faster on the Hopper kernel, packed
-// GQA rows 1.8-3.3x. At hd64 the Hopper kernel was 1-2% faster on those MHA
-// rows, at hd256 (the portable kernel's 32-key tiles) 1.4x: hd128 only
-// (hd96, which shares hd128's tiles, was not measured).
-bool sm90_gather_reads_like_portable(const Problem &p, const KernelChoice &hopper) {
-    return p.paged_kv && hopper.sm90.k_box_rows == 0 && hopper.num_splits == 1 &&
-           p.head_dim == 128 && sm90_packed_heads(p) == 1 &&
-           p.seqlen_q <= portable_tile(static_cast<int>(p.head_dim)).block_m;
-}
-
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     // K/V as TMA sees them: a pool of pages, packed rows, or batch x seqlen_k.
     const int64_t q_batch = p.varlen_q ? 1 : p.batch;

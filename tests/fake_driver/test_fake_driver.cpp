@@ -1837,23 +1837,21 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
                              kHopper = FMHA_KERNEL_HOPPER;
     const Row rows[] = {
         // sm_90: pages of under 16 rows go to the Hopper kernel's `_gather`
-        // entry points past one 16-row tile per KV head, as pages of 16 do,
-        // except unpacked, unsplit queries of up to 64 positions (MHA): the
-        // portable kernel reads their K/V as often (h34).
+        // entry points past one 16-row tile per KV head, as pages of 16 do.
         {1, 3, 32, 8, 16, kHopper, kDecode},        // 4 decode tiles against 4 portable reads
         {1, 3, 32, 8, 32, kHopper, kPortable},      // 8 against 4
         {1, 3, 32, 8, 128, kHopper, kPortable},     // 32 against 4
-        {1, 3, 32, 32, 64, kPortable, kPortable},   // 4 against 1; sm_90: MHA, unsplit (h34)
+        {1, 3, 32, 32, 64, kHopper, kPortable},     // 4 against 1
         {1, 3, 32, 8, 1024, kHopper, kPortable},    // chunked prefill: 256 against 32
         {2, 3, 32, 8, 24, kHopper, kDecode},        // 6 against 4: at the bound
         {2, 3, 32, 8, 32, kHopper, kPortable},
         {4, 3, 32, 8, 64, kHopper, kPortable},
         {8, 3, 32, 8, 4, kDecode, kDecode},         // one 16-row tile
         {8, 3, 32, 8, 128, kHopper, kPortable},
-        {8, 3, 32, 32, 32, kPortable, kPortable},   // 2 against 1
-        {8, 3, 32, 32, 128, kHopper, kPortable},    // MHA past one 64-row portable block
-        {12, 3, 32, 32, 64, kPortable, kPortable},
-        {1, 1, 32, 32, 32, kHopper, kDecode},       // MHA, but the Hopper kernel splits the keys
+        {8, 3, 32, 32, 32, kHopper, kPortable},     // 2 against 1
+        {8, 3, 32, 32, 128, kHopper, kPortable},
+        {12, 3, 32, 32, 64, kHopper, kPortable},
+        {1, 1, 32, 32, 32, kHopper, kDecode},       // sm_80: the portable grid would leave SMs idle
         {1, 1, 32, 8, 64, kHopper, kDecode},        // 32 portable CTAs: the decode kernel splits
         {1, 1, 32, 8, 128, kHopper, kPortable},     // 512 rows per KV head: past the small-grid bound
         {16, 3, 32, 8, 32, kHopper, kPortable},     // the Hopper kernel's pages

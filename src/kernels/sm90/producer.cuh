@@ -82,7 +82,8 @@ __device__ __forceinline__ void load_kv_stage(const Sm90Params &params, const Tm
 template <typename Cfg>
 __device__ __forceinline__ void produce_gathered(const Sm90Params &params, const Smem<Cfg> &sm,
                                                  const Sequence &seq, int batch, int kv_head,
-                                                 const KeyTiles &keys, const int (&consumer_tiles)[Cfg::kConsumers],
+                                                 const KeyTiles &keys,
+                                                 const int (&consumer_tiles)[Cfg::kConsumers],
                                                  int kv_iter, int tid) {
     const FwdParams &p = params.fwd;
     const auto *k_pool = static_cast<const uint16_t *>(p.k);
@@ -159,33 +160,36 @@ __device__ __forceinline__ void produce(const Sm90Params &params, const Smem<Cfg
             produce_gathered<Cfg>(params, sm, seq, tile.batch, kv_head, keys, consumer_tiles,
                                   kv_iter, lane);
             kv_iter += keys.count();
-            continue;
-        }
-        for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
-            const int s = kv_iter % kStages;
-            const int use = kv_iter / kStages;
-            // K and V share the block table: one lookup per lane serves both.
-            const bool loads_chunk = kPaged && lane < params.paged_chunks;
-            PagedChunk chunk{0, 0};
-            if (loads_chunk) chunk = paged_chunk<Cfg>(params, seq, tile.batch, j, lane);
-            const int k_row = k_row0 + j * BN;
-            if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
-            // This use's phase of the stage's empty barriers has begun (the
-            // last one completed): consumers that skip the tile arrive here.
-            int skipped = 0;
-            if (Cfg::kConsumerKeyRanges && seq.has_hi)
+        } else {
+            for (int j = keys.begin; j < keys.end; ++j, ++kv_iter) {
+                const int s = kv_iter % kStages;
+                const int use = kv_iter / kStages;
+                // K and V share the block table: one lookup per lane serves both.
+                const bool loads_chunk = kPaged && lane < params.paged_chunks;
+                PagedChunk chunk{0, 0};
+                if (loads_chunk) chunk = paged_chunk<Cfg>(params, seq, tile.batch, j, lane);
+                const int k_row = k_row0 + j * BN;
+                if (use > 0) ptx::mbarrier_wait(&sm.empty_k[s], (use - 1) & 1);
+                // This use's phase of the stage's empty barriers has begun (the
+                // last one completed): consumers that skip the tile arrive here.
+                int skipped = 0;
+                if (Cfg::kConsumerKeyRanges && seq.has_hi)
 #pragma unroll
-                for (int c = 0; c < Cfg::kConsumers; ++c) skipped += j - keys.begin >= consumer_tiles[c];
-            constexpr bool kChunks16 = kPaged && Cfg::kChunkMajorV;
-            load_kv_stage<Cfg, kPaged, kChunks16 ? ChunkBox::kK : ChunkBox::kNone>(
-                params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s], leader, k_row, kv_head,
-                kb, chunk, loads_chunk, lane);
-            if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_k[s], 128 * skipped);
-            if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
-            load_kv_stage<Cfg, kPaged, kChunks16 ? ChunkBox::kV : ChunkBox::kNone>(
-                params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s], leader, k_row, kv_head,
-                kb, chunk, loads_chunk, lane);
-            if (leader && skipped > 0) ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);
+                    for (int c = 0; c < Cfg::kConsumers; ++c)
+                        skipped += j - keys.begin >= consumer_tiles[c];
+                constexpr bool kChunks16 = kPaged && Cfg::kChunkMajorV;
+                load_kv_stage<Cfg, kPaged, kChunks16 ? ChunkBox::kK : ChunkBox::kNone>(
+                    params, &params.k, sm.k + s * Cfg::kKVBytes, &sm.full_k[s], leader, k_row,
+                    kv_head, kb, chunk, loads_chunk, lane);
+                if (leader && skipped > 0)
+                    ptx::mbarrier_arrive_count(&sm.empty_k[s], 128 * skipped);
+                if (use > 0) ptx::mbarrier_wait(&sm.empty_v[s], (use - 1) & 1);
+                load_kv_stage<Cfg, kPaged, kChunks16 ? ChunkBox::kV : ChunkBox::kNone>(
+                    params, &params.v, sm.v + s * Cfg::kKVBytes, &sm.full_v[s], leader, k_row,
+                    kv_head, kb, chunk, loads_chunk, lane);
+                if (leader && skipped > 0)
+                    ptx::mbarrier_arrive_count(&sm.empty_v[s], 128 * skipped);
+            }
         }
     }
 }

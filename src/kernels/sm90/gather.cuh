@@ -58,8 +58,8 @@ __device__ __forceinline__ void gather_stage(const FwdParams &p, const GatherRow
     const int warp = tid / 32, lane = tid % 32;
     const int sub = lane / kLanesPerRow;
     // This lane's row (lanes past kRowsPerWarp compute a harmless one): its
-    // address, once per stage, so that a copy takes two shuffles and an add
-    // (products per copy took 17 instructions per copy, c111).
+    // address, formed once per stage, so that a copy takes two shuffles and
+    // an add (formed per copy, the products took 17 instructions a copy, h35).
     const int page = min(max(rows.entry, 0), p.num_pages - 1);  // a broken table never faults
     const uint8_t *row_addr = reinterpret_cast<const uint8_t *>(
         pool + int64_t(kv_head) * stride.head + int64_t(page) * stride.batch +

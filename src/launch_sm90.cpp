@@ -494,22 +494,22 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
         c.combine_kernel_name = split_combine_kernel_name(p.dtype, c.combine_team);
     }
     c.sm90 = sm90_schedule(p, dev, tile, splits);
-    const char *walker =
-        score_mods ? nullptr
-                   : variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kCompactWalk);
+    // One variant per plan: gathered pages first (their rows have no other
+    // path), then the compact walk of packed Q, then `_paged16`.
+    const char *walker = score_mods || gathered ? nullptr
+                         : variant_kernel_name(p.dtype, p.head_dim, shape,
+                                               Sm90Variant::kCompactWalk);
+    if (gathered) c.kernel_name = variant_kernel_name(p.dtype, p.head_dim, shape,
+                                                      Sm90Variant::kPagedGather);
     if (c.sm90.compact_batch > 0 && walker != nullptr) c.kernel_name = walker;
     else c.sm90.compact_batch = 0;  // only the plain default tiles walk compactly
     const char *chunked =
         score_mods ? nullptr
                    : variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kPagedChunks16);
-    const HeadFold fold = sm90_paged_chunk_boxes(p, c.sm90);
+    const HeadFold fold = sm90_paged_chunk_boxes(p, c.sm90);  // kNone when gathered
     if (c.sm90.compact_batch == 0 && fold != HeadFold::kNone && chunked != nullptr) {
         c.kernel_name = chunked;
         c.sm90.k_head_fold = fold;
-    }
-    if (gathered) {
-        c.kernel_name = variant_kernel_name(p.dtype, p.head_dim, shape, Sm90Variant::kPagedGather);
-        c.sm90.compact_batch = 0;
     }
     c.launch = sm90_launch;
     *out = c;

@@ -1731,7 +1731,8 @@ TEST_CASE("fake driver: varlen prefill takes the _varlen entry points where they
 // A paged cache read in 16-row chunks by the plain hd128 (default or wide) or
 // hd256 tile takes the `_paged16` entry points (V one TMA box per chunk,
 // h28, h29), unless packed
-// Q walks compactly (`_varlen`); other tiles and chunk sizes keep theirs.
+// Q walks compactly (`_varlen`); other tiles and chunk sizes keep theirs, and
+// pages no box fits take `_gather` (h34).
 TEST_CASE("fake driver: 16-row page chunks take the _paged16 entry points where they apply",
           "[cpu][fake-driver][plan]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
@@ -1758,7 +1759,11 @@ TEST_CASE("fake driver: 16-row page chunks take the _paged16 entry points where 
         {FMHA_DTYPE_BF16, 64, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd64_rowmask"},
         {FMHA_DTYPE_BF16, 96, 2000, 16, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd96"},
         {FMHA_DTYPE_BF16, 128, 2000, 16, FMHA_MASK_NONE, 0.f, true,
-         "fmha_fwd_sm90_bf16_hd128_varlen"}};
+         "fmha_fwd_sm90_bf16_hd128_varlen"},
+        // Pages no box fits: `_gather` before the compact walk and the wide tile.
+        {FMHA_DTYPE_BF16, 128, 2000, 1, FMHA_MASK_NONE, 0.f, true, "fmha_fwd_sm90_bf16_hd128_gather"},
+        {FMHA_DTYPE_FP16, 128, 9000, 8, causal, 0.f, false, "fmha_fwd_sm90_fp16_hd128_gather"},
+        {FMHA_DTYPE_BF16, 64, 2000, 24, causal, 0.f, false, "fmha_fwd_sm90_bf16_hd64_gather"}};
     for (const Row &r : rows) {
         Fake &f = fresh_fake(90);
         const int64_t batch = 3, seqlen_q = 1000;
@@ -1797,6 +1802,10 @@ TEST_CASE("fake driver: 16-row page chunks take the _paged16 entry points where 
         fake_cuda_launch l;
         REQUIRE(f.last_launch(&l) == 1);
         CHECK(std::string(l.kernel) == r.kernel);
+        if (std::string(r.kernel).find("_gather") != std::string::npos) {
+            CHECK(f.stats().tensor_maps == before + 2);  // Q and O: K/V rows copied, no maps
+            continue;
+        }
         const bool chunk_major = std::string(r.kernel).find("_paged16") != std::string::npos;
         const fake_cuda_tensor_map &v = f.stats().maps[(before + 2) % FAKE_CUDA_MAP_RING];
         CHECK(v.rank == (chunk_major ? 5u : 4u));

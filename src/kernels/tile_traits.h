@@ -145,6 +145,40 @@ FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n)
     return 0;
 }
 
+// `_gather` stages (sm90/gather.cuh): producer warp w of 4 copies rows
+// [w * block_n / 4, (w + 1) * block_n / 4) of a key tile into the layout the
+// TMA boxes fill (64-column box b of row r at b * block_n * 128 + r * 128,
+// 16-byte chunk c of the box at (c ^ r % 8) * 16). A warp instruction moves
+// 32 consecutive 16-byte chunks: whole rows (hd64: 4, hd96/hd128 in 128
+// columns: 2) or one row (hd256).
+FMHA_HOST_DEVICE constexpr int sm90_gather_lanes_per_row(int padded_dim) {
+    return padded_dim / 8 >= 32 ? 32 : padded_dim / 8;
+}
+FMHA_HOST_DEVICE constexpr int sm90_gather_rows_per_copy(int padded_dim) {
+    return 32 / sm90_gather_lanes_per_row(padded_dim);
+}
+// Address of lane `lane` of warp `warp`'s first copy (row step 0) of its
+// chunk k * lanes per row + lane % lanes per row, in the stage at `stage`
+// (1024-byte aligned): its row is the warp's first plus lane / lanes per row.
+FMHA_HOST_DEVICE constexpr uint32_t sm90_gather_first_copy(uint32_t stage, int block_n,
+                                                           int padded_dim, int warp, int lane,
+                                                           int k) {
+    const int lanes = sm90_gather_lanes_per_row(padded_dim);
+    const int sub = lane / lanes;
+    const int first = warp * (block_n / 4);
+    const int chunk = k * lanes + lane % lanes;
+    const uint32_t lane_row = stage + (first + sub) * 128;
+    return lane_row + (chunk / 8) * block_n * 128 + (((chunk % 8) ^ (sub ^ (first % 8))) << 4);
+}
+// The same lane's copy i rows further (i a multiple of the rows per copy),
+// from its first copy's address (bits 4-6 the swizzled chunk, bits 7-9 zero
+// in the stage base): row first + i + sub is (i % 8) ^ (sub ^ first % 8)
+// mod 8 while no carry reaches sub and first % 8 is 0 or 4 (a CPU test
+// checks every tile against the box layout).
+FMHA_HOST_DEVICE constexpr uint32_t sm90_gather_copy_offset(uint32_t first_copy, int i) {
+    return (first_copy ^ uint32_t((i % 8) << 4)) + uint32_t(i * 128);
+}
+
 // Consumers share the block's rows and split O's columns (hd512).
 FMHA_HOST_DEVICE constexpr bool sm90_split_d(Sm90Tile t) { return t.block_m < 64 * t.consumers; }
 

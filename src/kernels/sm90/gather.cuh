@@ -10,6 +10,7 @@
 #include "kernels/ptx/mbarrier.cuh"
 #include "kernels/ptx/mma_sync.cuh"
 #include "kernels/sequence.cuh"
+#include "kernels/tile_traits.h"
 
 namespace fmha::sm90 {
 
@@ -39,20 +40,18 @@ __device__ __forceinline__ GatherRows look_up_rows(const FwdParams &p, int len_k
     return rows;
 }
 
-// Copies this thread's part of one K or V tile into `stage` (box b of row r
-// at b * BN * 128 + r * 128, 16-byte chunk c of the box at (c ^ (r % 8)) * 16:
-// the TMA 128-byte swizzle), then arrives on `full` when its copies land.
-// A warp instruction copies 32 consecutive 16-byte chunks: 1-4 whole rows.
-// Columns past the head dim (hd96 in 128) are zero-filled.
+// Copies this thread's part of one K or V tile into `stage`, laid out as the
+// TMA boxes lay it (sm90_gather_first_copy in tile_traits.h), then arrives
+// on `full` when its copies land. Columns past the head dim (hd96 in 128)
+// are zero-filled.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void gather_stage(const FwdParams &p, const GatherRows &rows,
                                              const T *pool, const TensorStrides &stride,
                                              int kv_head, uint8_t *stage, uint64_t *full, int tid) {
     constexpr int kRowsPerWarp = Cfg::BN / 4;
-    constexpr int kChunks = Cfg::Dp / 8;                  // 16-byte chunks per row
-    constexpr int kRowsPerCopy = kChunks >= 32 ? 1 : 32 / kChunks;
-    constexpr int kLanesPerRow = kChunks >= 32 ? 32 : kChunks;
-    constexpr int kCopiesPerRow = kChunks / kLanesPerRow;
+    constexpr int kLanesPerRow = sm90_gather_lanes_per_row(Cfg::Dp);
+    constexpr int kRowsPerCopy = sm90_gather_rows_per_copy(Cfg::Dp);
+    constexpr int kCopiesPerRow = Cfg::Dp / 8 / kLanesPerRow;
     static_assert(kRowsPerWarp % kRowsPerCopy == 0 && kRowsPerWarp % 4 == 0 && kRowsPerCopy <= 4,
                   "whole rows per warp instruction; a warp's first row is 0 or 4 mod 8");
     const int warp = tid / 32, lane = tid % 32;
@@ -64,24 +63,19 @@ __device__ __forceinline__ void gather_stage(const FwdParams &p, const GatherRow
     const uint8_t *row_addr = reinterpret_cast<const uint8_t *>(
         pool + int64_t(kv_head) * stride.head + int64_t(page) * stride.batch +
         int64_t(rows.in_page) * stride.seq);
-    // Row warp * kRowsPerWarp + i + sub is i % 8 ^ (sub ^ first % 8) mod 8, as
-    // i steps by kRowsPerCopy (no carry into sub) and first % 8 is 0 or 4:
-    // the swizzle is this lane's XOR and one constant per row step.
-    const int first = warp * kRowsPerWarp;
-    const int lane_rows = sub ^ (first % 8);
-    const uint32_t lane_addr = ptx::smem_addr(stage) + (first + sub) * 128;
+    const uint32_t stage_addr = ptx::smem_addr(stage);
 #pragma unroll
     for (int k = 0; k < kCopiesPerRow; ++k) {
         const int chunk = k * kLanesPerRow + lane % kLanesPerRow;
         const bool real = chunk * 8 < Cfg::D;
         const int lane_bytes = real ? chunk * 16 : 0;
-        const uint32_t dst0 =
-            lane_addr + (chunk / 8) * Cfg::BN * 128 + (((chunk % 8) ^ lane_rows) << 4);
+        const uint32_t first_copy =
+            sm90_gather_first_copy(stage_addr, Cfg::BN, Cfg::Dp, warp, lane, k);
 #pragma unroll
         for (int i = 0; i < kRowsPerWarp; i += kRowsPerCopy) {
             const auto *row = reinterpret_cast<const uint8_t *>(__shfl_sync(
                 0xffffffffu, reinterpret_cast<uintptr_t>(row_addr), i + sub));
-            ptx::cp_async_16((dst0 ^ ((i % 8) << 4)) + i * 128, row + lane_bytes, real);
+            ptx::cp_async_16(sm90_gather_copy_offset(first_copy, i), row + lane_bytes, real);
         }
     }
     ptx::cp_async_mbarrier_arrive_noinc(full);

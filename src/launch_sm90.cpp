@@ -68,12 +68,12 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool scor
 // kernels/tile_traits.h): `_varlen` (default tiles) walks only the real query
 // blocks of packed Q (sm90_compact_walk), `_paged16` (default tiles, and
 // hd128's wide one) reads a paged cache's K and V in one TMA box each per
-// 16-row chunk (sm90_paged_chunk_boxes), `_gather` (default tiles) copies
-// the rows of pages no box fits. nullptr where the variant was not built.
+// 16-row chunk (sm90_paged_chunk_boxes). nullptr where the variant was not
+// built (`_gather`: gather_kernel_name).
 const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
                                 Sm90Variant variant) {
     // [variant - 1][bf16][hd64, hd96, hd128, hd256, hd128's wide tile]
-    static const char *const kNames[3][2][5] = {
+    static const char *const kNames[2][2][5] = {
         {{"fmha_fwd_sm90_fp16_hd64_varlen", "fmha_fwd_sm90_fp16_hd96_varlen",
           "fmha_fwd_sm90_fp16_hd128_varlen", "fmha_fwd_sm90_fp16_hd256_varlen", nullptr},
          {"fmha_fwd_sm90_bf16_hd64_varlen", "fmha_fwd_sm90_bf16_hd96_varlen",
@@ -81,11 +81,7 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
         {{nullptr, nullptr, "fmha_fwd_sm90_fp16_hd128_paged16", "fmha_fwd_sm90_fp16_hd256_paged16",
           "fmha_fwd_sm90_fp16_hd128_wide_paged16"},
          {nullptr, nullptr, "fmha_fwd_sm90_bf16_hd128_paged16", "fmha_fwd_sm90_bf16_hd256_paged16",
-          "fmha_fwd_sm90_bf16_hd128_wide_paged16"}},
-        {{"fmha_fwd_sm90_fp16_hd64_gather", "fmha_fwd_sm90_fp16_hd96_gather",
-          "fmha_fwd_sm90_fp16_hd128_gather", "fmha_fwd_sm90_fp16_hd256_gather", nullptr},
-         {"fmha_fwd_sm90_bf16_hd64_gather", "fmha_fwd_sm90_bf16_hd96_gather",
-          "fmha_fwd_sm90_bf16_hd128_gather", "fmha_fwd_sm90_bf16_hd256_gather", nullptr}}};
+          "fmha_fwd_sm90_bf16_hd128_wide_paged16"}}};
     const int index = shape == kSm90WideKeys ? (head_dim == 128 ? 4 : -1)
                     : shape != kSm90Default  ? -1
                     : head_dim == 64         ? 0
@@ -95,6 +91,25 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
                                              : -1;
     if (index < 0 || variant == Sm90Variant::kPlain) return nullptr;
     return kNames[static_cast<int>(variant) - 1][dtype == FMHA_DTYPE_BF16][index];
+}
+
+// `_gather` entry points (Sm90Variant::kPagedGather, default tiles): the rows
+// of pages no TMA box fits, plain or with score modifiers. nullptr at hd512.
+const char *gather_kernel_name(fmha_dtype dtype, int64_t head_dim, bool score_mods) {
+    // [bf16][score_mods][hd64, hd96, hd128, hd256]
+    static const char *const kNames[2][2][4] = {
+        {{"fmha_fwd_sm90_fp16_hd64_gather", "fmha_fwd_sm90_fp16_hd96_gather",
+          "fmha_fwd_sm90_fp16_hd128_gather", "fmha_fwd_sm90_fp16_hd256_gather"},
+         {"fmha_fwd_sm90_fp16_hd64_gather_scoremod", "fmha_fwd_sm90_fp16_hd96_gather_scoremod",
+          "fmha_fwd_sm90_fp16_hd128_gather_scoremod", "fmha_fwd_sm90_fp16_hd256_gather_scoremod"}},
+        {{"fmha_fwd_sm90_bf16_hd64_gather", "fmha_fwd_sm90_bf16_hd96_gather",
+          "fmha_fwd_sm90_bf16_hd128_gather", "fmha_fwd_sm90_bf16_hd256_gather"},
+         {"fmha_fwd_sm90_bf16_hd64_gather_scoremod", "fmha_fwd_sm90_bf16_hd96_gather_scoremod",
+          "fmha_fwd_sm90_bf16_hd128_gather_scoremod", "fmha_fwd_sm90_bf16_hd256_gather_scoremod"}}};
+    const int index = head_dim == 64 ? 0 : head_dim == 96 ? 1 : head_dim == 128 ? 2
+                    : head_dim == 256 ? 3 : -1;
+    if (index < 0) return nullptr;
+    return kNames[dtype == FMHA_DTYPE_BF16][score_mods][index];
 }
 
 // TMA cannot broadcast: a zero stride over an extent > 1 needs the portable
@@ -447,16 +462,16 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
                                                : kSm90Default;
     // Pages that no TMA box of 16, 32 or 64 rows fits (it must divide both
     // the page and the key tile; every tile is a multiple of 16 keys) are
-    // gathered row by row by the `_gather` entry points: default tiles only.
+    // gathered row by row by the `_gather` entry points (plain, or with score
+    // modifiers as `_gather_scoremod`): default tiles only.
     const bool gathered = p.paged_kv && sm90_paged_chunk_rows(p.page_size, 16) == 0;
     if (gathered) {
-        if (score_mods || d == 512)
+        if (d == 512)
             return fail(FMHA_STATUS_NOT_SUPPORTED,
                         "descriptor.page_size is %d: the Hopper kernel gathers pages that no "
-                        "TMA box of 16 rows fits for head_dim 64-256 without windows, softcap "
-                        "or sinks; here head_dim is %d%s (the decode and portable kernels read "
-                        "any page size)",
-                        p.page_size, d, score_mods ? " with score modifiers" : "");
+                        "TMA box of 16 rows fits for head_dim 64-256; here head_dim is 512 (the "
+                        "decode kernel reads any page size)",
+                        p.page_size);
         shape = kSm90Default;
     }
     const Sm90Tile tile = sm90_tile(d, shape);
@@ -499,8 +514,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     const char *walker = score_mods || gathered ? nullptr
                          : variant_kernel_name(p.dtype, p.head_dim, shape,
                                                Sm90Variant::kCompactWalk);
-    if (gathered) c.kernel_name = variant_kernel_name(p.dtype, p.head_dim, shape,
-                                                      Sm90Variant::kPagedGather);
+    if (gathered) c.kernel_name = gather_kernel_name(p.dtype, p.head_dim, score_mods);
     if (c.sm90.compact_batch > 0 && walker != nullptr) c.kernel_name = walker;
     else c.sm90.compact_batch = 0;  // only the plain default tiles walk compactly
     const char *chunked =

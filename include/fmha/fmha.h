@@ -146,7 +146,7 @@ typedef enum fmha_kernel_family {
      *  (2-64 of them, 2-128 at head_dim 512, padded to a power of two), and
      *  their keys may be split. Reads a paged KV cache of any page_size:
      *  multiples of 16 rows in TMA boxes, other sizes row by row (head_dim
-     *  64-256 without windows, softcap or sinks; NOT_SUPPORTED otherwise). */
+     *  64-256; NOT_SUPPORTED at head_dim 512). */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for up to 16

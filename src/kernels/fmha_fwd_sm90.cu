@@ -339,8 +339,9 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kCompactWalk)
 #define FMHA_SM90_ENTRY_PAGED16(name, bf16, d, shape) \
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, false, kPagedChunks16)
-#define FMHA_SM90_ENTRY_GATHER(name, bf16, d) \
-    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kPagedGather)
+#define FMHA_SM90_ENTRY_GATHER(name, bf16, d)                                              \
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kPagedGather)        \
+    FMHA_SM90_ENTRY_VARIANT(name##_scoremod, bf16, d, fmha::kSm90Default, true, kPagedGather)
 #define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
@@ -384,8 +385,8 @@ FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd256_paged16, false, 256, fmha::kSm9
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_bf16_hd128_wide_paged16, true, 128, fmha::kSm90WideKeys)
 FMHA_SM90_ENTRY_PAGED16(fmha_fwd_sm90_fp16_hd128_wide_paged16, false, 128, fmha::kSm90WideKeys)
 // A paged cache whose pages no TMA box fits (1-15 rows: SGLang's 1),
-// default tiles: K/V rows gathered by the producer warpgroup with cp.async
-// (kernel-notes h34).
+// default tiles, plain and with score modifiers: K/V rows gathered by the
+// producer warpgroup with cp.async (kernel-notes h34).
 FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd64_gather, true, 64)
 FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd96_gather, true, 96)
 FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_bf16_hd128_gather, true, 128)

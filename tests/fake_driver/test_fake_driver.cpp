@@ -1061,18 +1061,21 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     }
 }
 
-TEST_CASE("fake driver: gathered pages decline score modifiers and head_dim 512",
+TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifiers, hd512 declines",
           "[cpu][fake-driver]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Case {
         int64_t hd;
         int32_t kv_heads, window_left;
         float softcap;
-        const char *named;  // in the message
+        const char *kernel;  // the HOPPER plan's entry point, or nullptr: declined
     };
-    const Case cases[] = {{128, 2, 256, 0.0f, "score modifiers"},
-                          {128, 2, -1, 30.0f, "score modifiers"},
-                          {512, 1, -1, 0.0f, "head_dim is 512"}};
+    const Case cases[] = {{128, 2, 256, 0.0f, "fmha_fwd_sm90_bf16_hd128_gather_scoremod"},
+                          {128, 2, -1, 30.0f, "fmha_fwd_sm90_bf16_hd128_gather_scoremod"},
+                          {64, 2, 64, 0.0f, "fmha_fwd_sm90_bf16_hd64_gather_scoremod"},
+                          {256, 2, 1000, 20.0f, "fmha_fwd_sm90_bf16_hd256_gather_scoremod"},
+                          {128, 2, -1, 0.0f, "fmha_fwd_sm90_bf16_hd128_gather"},
+                          {512, 1, -1, 0.0f, nullptr}};
     for (const Case &c : cases) {
         fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, c.hd, Layout::BSHD, 32, 3000);
@@ -1091,15 +1094,21 @@ TEST_CASE("fake driver: gathered pages decline score modifiers and head_dim 512"
         d.kernel = FMHA_KERNEL_HOPPER;
         INFO("hd " << c.hd << " window " << c.window_left << " softcap " << c.softcap);
         Plan plan;
-        CHECK(create(plan, d) == FMHA_STATUS_NOT_SUPPORTED);
+        const fmha_status st = create(plan, d);
         const std::string message = fmha_last_error_message();
         INFO(message);
+        if (c.kernel != nullptr) {
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, st);
+            CHECK(std::string(info_of(plan.p).kernel_name) == c.kernel);
+            continue;
+        }
+        CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
         CHECK(message.find("page_size is 4") != std::string::npos);
-        CHECK(message.find(c.named) != std::string::npos);
-        d.kernel = FMHA_KERNEL_AUTO;  // the decode or portable kernel reads it
+        CHECK(message.find("head_dim is 512") != std::string::npos);
+        d.kernel = FMHA_KERNEL_AUTO;  // the decode kernel reads it
         Plan fallback;
         FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(fallback, d));
-        CHECK(info_of(fallback.p).kernel_family != FMHA_KERNEL_HOPPER);
+        CHECK(info_of(fallback.p).kernel_family == FMHA_KERNEL_DECODE);
     }
 }
 

@@ -265,9 +265,9 @@ TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
 // ---------------------------------------------------------------------------
 // Paged KV caches on the Hopper kernel: pages of 16 to 256 rows (and 48) read
 // in TMA boxes of page chunks, under prefill and decode shapes, packed heads
-// and splits; HOPPER and AUTO whatever FMHA_TEST_KERNEL says. Pages of 8 rows
-// under a sliding window are declined by HOPPER (NOT_SUPPORTED naming
-// page_size: the `_gather` entry points have no score modifiers) and run on AUTO.
+// and splits; HOPPER and AUTO whatever FMHA_TEST_KERNEL says. hd512 over
+// pages of 8 rows is declined by HOPPER (NOT_SUPPORTED naming page_size: no
+// `_gather` entry point at hd512) and runs on AUTO.
 
 TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
           "[gpu][serving][paged-hopper]") {
@@ -298,10 +298,9 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
         CHECK(wide >= 1);
     }
 
-    ServingCase small = paged_hopper_suite()[0];
-    small.page_size = 8;
-    small.k_lens = {3008, 72, 16, 320};
-    small.window_left = 300;
+    ServingCase small = serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
+                            .q({4, 4}).paged(8, {304, 64}).seqused({300, 61}).mask(FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
+    small.seed = 24999;
     INFO(small.name());
     ServingData data(small);
     data.ref64();
@@ -317,8 +316,9 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
 
 // ---------------------------------------------------------------------------
 // Pages no TMA box fits (1-15 rows, 24, 40) on the Hopper kernel: K and V
-// rows gathered by its producer warpgroup with cp.async (`_gather`); HOPPER
-// and AUTO whatever FMHA_TEST_KERNEL says.
+// rows gathered by its producer warpgroup with cp.async (`_gather`, and
+// `_gather_scoremod` under windows, softcap and sinks); HOPPER and AUTO
+// whatever FMHA_TEST_KERNEL says.
 
 TEST_CASE("Hopper kernel: pages no TMA box fits, gathered row by row",
           "[gpu][serving][paged-gather]") {
@@ -332,11 +332,14 @@ TEST_CASE("Hopper kernel: pages no TMA box fits, gathered row by row",
     }
     finish("gathered pages", st);
     CHECK(st.unsupported == 0);
-    int gathered = 0;
+    int gathered = 0, scoremod = 0;
     for (const auto &k : st.kernels)
-        if (k.first.size() > 7 && k.first.compare(k.first.size() - 7, 7, "_gather") == 0)
+        if (k.first.find("_gather") != std::string::npos) {
             gathered += k.second;
+            if (k.first.find("_gather_scoremod") != std::string::npos) scoremod += k.second;
+        }
     CHECK(gathered >= st.cases);  // every case under HOPPER
+    if (!std::getenv("FMHA_TEST_CASE")) CHECK(scoremod >= 4);
 }
 
 // ---------------------------------------------------------------------------

@@ -1093,6 +1093,21 @@ std::vector<ServingCase> gathered_pages_suite() {
     // hd256 over pages of one row, decode of 4 positions, 8 heads per KV head
     v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 16, 2)
                     .q({4, 4, 4}).paged(1, {900, 33, 2000}).seqused({899, 33, 1500}).mask(kBottomRight));
+    // score modifiers over gathered pages (`_gather_scoremod`): a window with
+    // chunked prefill, softcap and sinks with packed decode and a split, hd64's
+    // three consumers under a narrow window, hd256 with all three
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .varlen_q({700, 64, 0, 129}).paged(1, {2000, 70, 16, 320})
+                    .seqused({1999, 64, 10, 301}).mask(kBottomRight).window(300));
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 32, 8)
+                    .q({32, 32}).paged(3, {3000, 1200}).seqused({2999, 1111}).mask(kBottomRight)
+                    .softcap(30.0f).sinks().splits(3));
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 4, 2)
+                    .varlen_q({1000, 17, 450}).paged(8, {1000, 17, 450}).seqused({1000, 17, 449})
+                    .mask(FMHA_MASK_CAUSAL_TOP_LEFT).window(100).sinks());
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 4, 2)
+                    .q({16, 16}).paged(24, {1500, 1500}).seqused({1500, 333}).mask(kBottomRight)
+                    .window(700).softcap(20.0f).sinks());
     return seeded(v, 25000);
 }
 
@@ -1337,6 +1352,10 @@ std::vector<ServingCase> sanitize_suite() {
                     .mask(kBottomRight));
     v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 4, 2)
                     .q({40, 40}).paged(1, {300, 300}).seqused({300, 121}).mask(kBottomRight));
+    // ... with a window, softcap and sinks (`_gather_scoremod`)
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .q({24, 24}).paged(2, {410, 200}).seqused({400, 197}).mask(kBottomRight)
+                    .window(150).softcap(15.0f).sinks());
     // decode kernel on the narrow hd128 tile (sm_90: 8 splits x 8 KV heads x 3
     // sequences = 192 CTAs), seqused, window and sinks
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 8)

@@ -157,6 +157,15 @@ FMHA_HOST_DEVICE constexpr int sm90_gather_lanes_per_row(int padded_dim) {
 FMHA_HOST_DEVICE constexpr int sm90_gather_rows_per_copy(int padded_dim) {
     return 32 / sm90_gather_lanes_per_row(padded_dim);
 }
+// The warp's row whose page lane `lane` holds: copy i (a multiple of the
+// rows per copy) of lane l takes row i + l / lanes per row, which lane i /
+// rows per copy of l's group of lanes-per-row lanes holds, so a shuffle
+// within the group reads it from a constant lane (no lane index register
+// per copy, h37).
+FMHA_HOST_DEVICE constexpr int sm90_gather_held_row(int padded_dim, int lane) {
+    return (lane % sm90_gather_lanes_per_row(padded_dim)) * sm90_gather_rows_per_copy(padded_dim) +
+           lane / sm90_gather_lanes_per_row(padded_dim);
+}
 // Address of lane `lane` of warp `warp`'s first copy (row step 0) of its
 // chunk k * lanes per row + lane % lanes per row, in the stage at `stage`
 // (1024-byte aligned): its row is the warp's first plus lane / lanes per row.

@@ -24,7 +24,7 @@ void check_gather_tile(int head_dim) {
     REQUIRE(rows_per_warp % rows_per_copy == 0);
     const uint32_t stage = 3 * 1024;  // any 1024-byte aligned base
     std::vector<int> hits(size_t(block_n) * size_t(dp / 8), 0);
-    int wrong = 0;
+    int wrong = 0, wrong_holder = 0;
     for (int warp = 0; warp < 4; ++warp)
         for (int lane = 0; lane < 32; ++lane)
             for (int k = 0; k < copies_per_row; ++k) {
@@ -37,10 +37,22 @@ void check_gather_tile(int head_dim) {
                                                            (((chunk % 8) ^ (row % 8)) << 4));
                     const uint32_t got = fmha::sm90_gather_copy_offset(first, i);
                     if (got != want) ++wrong;
+                    // The shuffle's source: lane i / rows per copy of this
+                    // lane's group must hold this row.
+                    const int holder = (lane / lanes) * lanes + i / rows_per_copy;
+                    if (warp * rows_per_warp + fmha::sm90_gather_held_row(dp, holder) != row)
+                        ++wrong_holder;
                     ++hits[size_t(row) * size_t(dp / 8) + size_t(chunk)];
                 }
             }
     CHECK(wrong == 0);
+    CHECK(wrong_holder == 0);
+    // Each of the warp's rows is held by exactly one lane.
+    for (int r = 0; r < rows_per_warp; ++r) {
+        int holders = 0;
+        for (int lane = 0; lane < 32; ++lane) holders += fmha::sm90_gather_held_row(dp, lane) == r;
+        CHECK(holders == 1);
+    }
     int missing = 0, repeated = 0;
     for (int h : hits) {
         missing += h == 0;
@@ -55,3 +67,4 @@ void check_gather_tile(int head_dim) {
 TEST_CASE("Hopper `_gather` copies land where the TMA boxes would", "[cpu][gather]") {
     for (int d : {64, 96, 128, 256}) check_gather_tile(d);
 }
+

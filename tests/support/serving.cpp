@@ -164,6 +164,7 @@ std::string ServingCase::name() const {
     if (extra_q_rows) s << "+" << extra_q_rows << "rows";
     s << " k=" << key_layout_name(keys);
     if (keys == KeyLayout::PAGED) s << page_size;
+    if (declared_pages > 0) s << " of " << declared_pages << " pages";
     if (keys != KeyLayout::DENSE) s << lengths(k_lens);
     if (cu_seqlens_k && keys == KeyLayout::PAGED) s << "+cu";
     if (!seqused.empty()) s << " seqused" << lengths(seqused);
@@ -332,7 +333,7 @@ fmha_descriptor ServingHost::descriptor(fmha_kernel_family kernel, int32_t num_s
     d.total_q = c.varlen_q ? total_q_ : 0;
     d.total_k = c.keys == KeyLayout::PACKED ? total_k_ : 0;
     if (c.keys == KeyLayout::PAGED) {
-        d.num_pages = num_pages_;
+        d.num_pages = std::max(num_pages_, c.declared_pages);
         d.max_pages_per_seq = max_pages_;
         d.page_size = c.page_size;
     }
@@ -1108,6 +1109,12 @@ std::vector<ServingCase> gathered_pages_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 4, 2)
                     .q({16, 16}).paged(24, {1500, 1500}).seqused({1500, 333}).mask(kBottomRight)
                     .window(700).softcap(20.0f).sinks());
+    // a pool declared with 2^28 one-row pages of which the test allocates
+    // those it uses: row offsets past 2^32 x 16 bytes, and nothing the plan
+    // or the kernels do may grow with the declared pool
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .varlen_q({300, 0, 77}).paged(1, {1100, 5, 640}).seqused({1100, 5, 600})
+                    .mask(kBottomRight).declared_pages(int64_t(1) << 28));
     return seeded(v, 25000);
 }
 

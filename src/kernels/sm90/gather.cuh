@@ -15,9 +15,10 @@
 namespace fmha::sm90 {
 
 // Where the rows of one key tile live. Producer warp w copies the tile's rows
-// [w * BN/4, (w + 1) * BN/4); lane l of it holds row w * BN/4 + l's page and
-// row in the page (the other lanes hold nothing). The table entry stays raw
-// until the copies (clamped there), so its load is not waited for early.
+// [w * BN/4, (w + 1) * BN/4); lane l of it holds the page and row in the page
+// of the warp's row sm90_gather_held_row(l) (lanes past the warp's rows hold
+// nothing). The table entry stays raw until the copies (clamped there), so
+// its load is not waited for early.
 struct GatherRows {
     int entry;    // block-table entry of the row's page
     int in_page;  // row within that page
@@ -30,9 +31,10 @@ __device__ __forceinline__ GatherRows look_up_rows(const FwdParams &p, int len_k
                                                    int j, int tid) {
     constexpr int kRowsPerWarp = Cfg::BN / 4;
     const int lane = tid % 32;
+    const int held = sm90_gather_held_row(Cfg::Dp, lane);
     GatherRows rows{0, 0};
-    if (lane < kRowsPerWarp) {
-        const int key = min(j * Cfg::BN + (tid / 32) * kRowsPerWarp + lane, len_k - 1);
+    if (held < kRowsPerWarp) {
+        const int key = min(j * Cfg::BN + (tid / 32) * kRowsPerWarp + held, len_k - 1);
         const int block = fast_divide(key, p.page_div);
         rows.in_page = key - block * p.page_size;
         rows.entry = __ldg(p.block_table + int64_t(batch) * p.max_pages_per_seq + block);
@@ -55,7 +57,6 @@ __device__ __forceinline__ void gather_stage(const FwdParams &p, const GatherRow
     static_assert(kRowsPerWarp % kRowsPerCopy == 0 && kRowsPerWarp % 4 == 0 && kRowsPerCopy <= 4,
                   "whole rows per warp instruction; a warp's first row is 0 or 4 mod 8");
     const int warp = tid / 32, lane = tid % 32;
-    const int sub = lane / kLanesPerRow;
     // This lane's row (lanes past kRowsPerWarp compute a harmless one): its
     // address, formed once per stage, so that a copy takes two shuffles and
     // an add (formed per copy, the products took 17 instructions a copy, h35).
@@ -73,8 +74,12 @@ __device__ __forceinline__ void gather_stage(const FwdParams &p, const GatherRow
             sm90_gather_first_copy(stage_addr, Cfg::BN, Cfg::Dp, warp, lane, k);
 #pragma unroll
         for (int i = 0; i < kRowsPerWarp; i += kRowsPerCopy) {
-            const auto *row = reinterpret_cast<const uint8_t *>(__shfl_sync(
-                0xffffffffu, reinterpret_cast<uintptr_t>(row_addr), i + sub));
+            // Row i + lane / kLanesPerRow is held by lane i / kRowsPerCopy of
+            // this lane's group of kLanesPerRow (sm90_gather_held_row): a
+            // constant lane, so no lane index register per copy (h37).
+            const auto *row = reinterpret_cast<const uint8_t *>(
+                __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(row_addr), i / kRowsPerCopy,
+                            kLanesPerRow));
             ptx::cp_async_16(sm90_gather_copy_offset(first_copy, i), row + lane_bytes, real);
         }
     }

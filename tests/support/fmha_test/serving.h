@@ -51,6 +51,10 @@ struct ServingCase {
     int64_t extra_q_rows = 0;   // packed rows past cu_seqlens_q[batch]: never written
     int64_t extra_k_rows = 3;   // PACKED: NaN rows past cu_seqlens_k[batch]
     int64_t extra_pages = 3;    // PAGED: NaN pages no sequence uses
+    // PAGED: the descriptor's num_pages when larger than the pages allocated:
+    // a pool declared far larger (past 64 GB) than the pages the table uses,
+    // which alone exist and are read.
+    int64_t declared_pages = 0;
     Layout layout = Layout::BSHD;  // of every tensor, packed and paged ones as [outer, rows, heads, dim]
     fmha_mask mask = FMHA_MASK_NONE;
     int32_t window_left = -1, window_right = -1;
@@ -157,6 +161,10 @@ public:
     }
     ServingCaseBuilder &extra_pages(int64_t n) {
         c_.extra_pages = n;
+        return *this;
+    }
+    ServingCaseBuilder &declared_pages(int64_t n) {
+        c_.declared_pages = n;
         return *this;
     }
     ServingCaseBuilder &seed(uint64_t s) {

@@ -310,11 +310,17 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
 
 bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it) {
     if (p.num_splits >= 2) return true;
+    const int64_t rows_per_kv_head = p.seqlen_q * group_size(p);
     // hd512: the Hopper kernel (split D) reads K/V once per 64 rows of a KV
     // head, the decode kernel once per 16, and streams faster even at 16 rows
-    // (h9: B32 H16/1 S16384 4.0 against 3.9 TB/s; 128 heads up to 4.4x).
-    if (p.head_dim == 512) return !hopper_runs_it;
-    const int64_t rows_per_kv_head = p.seqlen_q * group_size(p);
+    // (h9: B32 H16/1 S16384 4.0 against 3.9 TB/s; 128 heads up to 4.4x);
+    // over pages it gathers row by row, 16 rows of a KV head stream faster
+    // on the decode kernel (h39: B8 H16/1 T=1 over pages of 1 88 against 98
+    // µs; 64 rows and more 3-4.5x slower there).
+    if (p.head_dim == 512) {
+        const bool gathered = p.paged_kv && sm90_paged_chunk_rows(p.page_size, 16) == 0;
+        return !hopper_runs_it || (gathered && rows_per_kv_head <= kDecodeRows);
+    }
     // One 16-row tile per KV head: the decode kernel reads K/V once and
     // streams them 3-8% faster than the Hopper kernel (hd128 T=1 rows); at
     // hd96 and hd256 this choice was within 0.4% of the faster kernel

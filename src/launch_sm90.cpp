@@ -93,9 +93,19 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
     return kNames[static_cast<int>(variant) - 1][dtype == FMHA_DTYPE_BF16][index];
 }
 
-// `_gather` entry points (Sm90Variant::kPagedGather, default tiles): the rows
-// of pages no TMA box fits, plain or with score modifiers. nullptr at hd512.
-const char *gather_kernel_name(fmha_dtype dtype, int64_t head_dim, bool score_mods) {
+// `_gather` entry points (Sm90Variant::kPagedGather): the rows of pages no
+// TMA box fits, on the default tiles plain or with score modifiers, and at
+// hd512 on both split-D tiles (default and shared S) without them; nullptr
+// otherwise.
+const char *gather_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
+    if (head_dim == 512) {
+        if (score_mods || (shape != kSm90Default && shape != kSm90SharedS)) return nullptr;
+        static const char *const kHd512[2][2] = {
+            {"fmha_fwd_sm90_fp16_hd512_gather", "fmha_fwd_sm90_fp16_hd512_shared_s_gather"},
+            {"fmha_fwd_sm90_bf16_hd512_gather", "fmha_fwd_sm90_bf16_hd512_shared_s_gather"}};
+        return kHd512[dtype == FMHA_DTYPE_BF16][shape == kSm90SharedS];
+    }
+    if (shape != kSm90Default) return nullptr;
     // [bf16][score_mods][hd64, hd96, hd128, hd256]
     static const char *const kNames[2][2][4] = {
         {{"fmha_fwd_sm90_fp16_hd64_gather", "fmha_fwd_sm90_fp16_hd96_gather",
@@ -463,16 +473,17 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     // Pages that no TMA box of 16, 32 or 64 rows fits (it must divide both
     // the page and the key tile; every tile is a multiple of 16 keys) are
     // gathered row by row by the `_gather` entry points (plain, or with score
-    // modifiers as `_gather_scoremod`): default tiles only.
+    // modifiers as `_gather_scoremod`): default tiles, and hd512's split-D
+    // tiles without score modifiers (h39).
     const bool gathered = p.paged_kv && sm90_paged_chunk_rows(p.page_size, 16) == 0;
     if (gathered) {
-        if (d == 512)
+        if (d == 512 && score_mods)
             return fail(FMHA_STATUS_NOT_SUPPORTED,
                         "descriptor.page_size is %d: the Hopper kernel gathers pages that no "
-                        "TMA box of 16 rows fits for head_dim 64-256; here head_dim is 512 (the "
-                        "decode kernel reads any page size)",
+                        "TMA box of 16 rows fits without windows, softcap or sinks when head_dim "
+                        "is 512 (the decode kernel reads any page size with them)",
                         p.page_size);
-        shape = kSm90Default;
+        if (d != 512) shape = kSm90Default;  // hd512 keeps its default or shared-S tile
     }
     const Sm90Tile tile = sm90_tile(d, shape);
     const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);
@@ -514,7 +525,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     const char *walker = score_mods || gathered ? nullptr
                          : variant_kernel_name(p.dtype, p.head_dim, shape,
                                                Sm90Variant::kCompactWalk);
-    if (gathered) c.kernel_name = gather_kernel_name(p.dtype, p.head_dim, score_mods);
+    if (gathered) c.kernel_name = gather_kernel_name(p.dtype, p.head_dim, shape, score_mods);
     if (c.sm90.compact_batch > 0 && walker != nullptr) c.kernel_name = walker;
     else c.sm90.compact_batch = 0;  // only the plain default tiles walk compactly
     const char *chunked =

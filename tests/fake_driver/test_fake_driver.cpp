@@ -1061,7 +1061,7 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     }
 }
 
-TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifiers, hd512 declines",
+TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifiers, hd512 without",
           "[cpu][fake-driver]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Case {
@@ -1075,7 +1075,10 @@ TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifie
                           {64, 2, 64, 0.0f, "fmha_fwd_sm90_bf16_hd64_gather_scoremod"},
                           {256, 2, 1000, 20.0f, "fmha_fwd_sm90_bf16_hd256_gather_scoremod"},
                           {128, 2, -1, 0.0f, "fmha_fwd_sm90_bf16_hd128_gather"},
-                          {512, 1, -1, 0.0f, nullptr}};
+                          // hd512: 8 heads x 32 positions on one KV head take the
+                          // shared-S tile's gather; with score modifiers, declined
+                          {512, 1, -1, 0.0f, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
+                          {512, 1, -1, 30.0f, nullptr}};
     for (const Case &c : cases) {
         fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, c.hd, Layout::BSHD, 32, 3000);
@@ -1908,6 +1911,53 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
                 CHECK(std::string(i.kernel_name) == (r.page_size > 0 ? "fmha_fwd_portable_paged_bf16_hd128"
                                                                      : "fmha_fwd_portable_bf16_hd128"));
         }
+}
+
+// hd512 on sm_90: the Hopper kernel, but over pages it gathers (no 16-row
+// box fits) the decode kernel keeps one 16-row tile per KV head (h39).
+TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-driver][plan][decode]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct Row {
+        int32_t page_size;  // 0: contiguous
+        int64_t q_heads, seqlen_q;
+        fmha_kernel_family family;
+        const char *kernel;
+    };
+    const Row rows[] = {
+        {1, 16, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512"},
+        {1, 16, 4, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
+        {1, 128, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
+        {3, 8, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512"},
+        {3, 32, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_gather"},
+        {16, 16, 1, FMHA_KERNEL_HOPPER, nullptr},  // TMA boxes: as before h39
+        {0, 16, 1, FMHA_KERNEL_HOPPER, nullptr},
+    };
+    for (const Row &r : rows) {
+        fresh_fake(90);
+        const int64_t hd = 512, seqlen_k = 4096, batch = 8;
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, seqlen_k);
+        d.batch = batch;
+        d.num_q_heads = r.q_heads;
+        d.num_kv_heads = 1;
+        d.q_strides = d.o_strides =
+            make_layout(Layout::BSHD, batch, r.seqlen_q, r.q_heads, hd).strides;
+        d.k_strides = d.v_strides = make_layout(Layout::BSHD, batch, seqlen_k, 1, hd).strides;
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        if (r.page_size > 0) {
+            d.flags |= FMHA_FLAG_PAGED_KV;
+            d.page_size = r.page_size;
+            d.max_pages_per_seq = (seqlen_k + r.page_size - 1) / r.page_size;
+            d.num_pages = batch * d.max_pages_per_seq;
+            REQUIRE(fmha_strides_bshd(&d.k_strides, r.page_size, 1, hd) == FMHA_STATUS_SUCCESS);
+            d.v_strides = d.k_strides;
+        }
+        INFO("page " << r.page_size << " H" << r.q_heads << "/1 T" << r.seqlen_q);
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(i.kernel_family == r.family);
+        if (r.kernel != nullptr) CHECK(std::string(i.kernel_name) == r.kernel);
+    }
 }
 
 TEST_CASE("fake driver: AUTO leaves the decode kernel when it does not fit the device",

@@ -267,9 +267,10 @@ TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
 // ---------------------------------------------------------------------------
 // Paged KV caches on the Hopper kernel: pages of 16 to 256 rows (and 48) read
 // in TMA boxes of page chunks, under prefill and decode shapes, packed heads
-// and splits; HOPPER and AUTO whatever FMHA_TEST_KERNEL says. hd512 over
-// pages of 8 rows is declined by HOPPER (NOT_SUPPORTED naming page_size: no
-// `_gather` entry point at hd512) and runs on AUTO.
+// and splits; HOPPER and AUTO whatever FMHA_TEST_KERNEL says. hd512 with a
+// softcap over pages of 8 rows is declined by HOPPER (NOT_SUPPORTED naming
+// page_size: hd512's `_gather` entry points have no score modifiers) and
+// runs on AUTO.
 
 TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
           "[gpu][serving][paged-hopper]") {
@@ -300,8 +301,11 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
         CHECK(wide >= 1);
     }
 
+    // hd512 with a softcap over pages of 8: HOPPER declines, naming page_size;
+    // AUTO takes the decode kernel.
     ServingCase small = serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
-                            .q({4, 4}).paged(8, {304, 64}).seqused({300, 61}).mask(FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
+                            .q({4, 4}).paged(8, {304, 64}).seqused({300, 61})
+                            .mask(FMHA_MASK_CAUSAL_BOTTOM_RIGHT).softcap(20.0f);
     small.seed = 24999;
     INFO(small.name());
     ServingData data(small);

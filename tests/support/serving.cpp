@@ -1109,6 +1109,14 @@ std::vector<ServingCase> gathered_pages_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 256, 4, 2)
                     .q({16, 16}).paged(24, {1500, 1500}).seqused({1500, 333}).mask(kBottomRight)
                     .window(700).softcap(20.0f).sinks());
+    // hd512 (MLA-style decode, one KV head): 64 heads x 2 positions on the
+    // shared-S tile over pages of 1, split; 16 heads x 1 on the default tile
+    // over pages of 3
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 64, 1)
+                    .q({2, 2, 2}).paged(1, {2000, 37, 900}).seqused({2000, 37, 850})
+                    .mask(kBottomRight).splits(3));
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
+                    .q({1, 1}).paged(3, {700, 1500}).seqused({700, 1333}).mask(kBottomRight));
     // a pool declared with 2^28 one-row pages of which the test allocates
     // those it uses: row offsets past 2^32 x 16 bytes, and nothing the plan
     // or the kernels do may grow with the declared pool
@@ -1363,6 +1371,9 @@ std::vector<ServingCase> sanitize_suite() {
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
                     .q({24, 24}).paged(2, {410, 200}).seqused({400, 197}).mask(kBottomRight)
                     .window(150).softcap(15.0f).sinks());
+    // ... and hd512's shared-S tile over pages of 1
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 64, 1)
+                    .q({1, 1}).paged(1, {300, 77}).seqused({300, 70}).mask(kBottomRight));
     // decode kernel on the narrow hd128 tile (sm_90: 8 splits x 8 KV heads x 3
     // sequences = 192 CTAs), seqused, window and sinks
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 8)

@@ -90,8 +90,10 @@ struct Config {
     // Register split after setmaxnreg (64K registers, 128 producer threads).
     // Gathering producers (`_gather`) compute addresses: at hd96/hd128 they
     // take 40 (24 spilled 28 bytes; the consumers fit 232 without spilling),
-    // while hd256's consumers need their 240 and hd64's split is full.
-    static constexpr bool kGatherRegs = kGatherKV && kConsumers == 2 && Dp == 128;
+    // and at hd512 (24: 180 bytes spilled in the copy loop; the split-D
+    // consumers fit 232), while hd256's consumers need their 240 and hd64's
+    // split is full.
+    static constexpr bool kGatherRegs = kGatherKV && kConsumers == 2 && (Dp == 128 || Dp == 512);
     static constexpr int kProducerRegs = kGatherRegs ? 40 : kConsumers == 3 ? 32 : 24;
     static constexpr int kConsumerRegs = kGatherRegs ? 232 : kConsumers == 3 ? 160 : 240;
     // setmaxnreg.inc waits forever if the CTA's registers can't cover the
@@ -119,7 +121,7 @@ struct Config {
     static_assert(!kChunkMajorV || (BN % kVChunkRows == 0 && !kSplitD && kBoxes > 1),
                   "chunk-major V: whole 16-row chunks, one O column range, several boxes");
     static_assert(!kGroupMajorK || !kSplitD, "group-major K: the unsplit S descriptors only");
-    static_assert(!kGatherKV || (!kSplitD && BN % 4 == 0 && BN / 4 <= 32 && Dp % 64 == 0),
+    static_assert(!kGatherKV || (BN % 4 == 0 && BN / 4 <= 32 && Dp % 64 == 0),
                   "gathered K/V: each producer warp copies a quarter of the key tile, a row per lane");
 };
 

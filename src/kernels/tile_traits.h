@@ -150,7 +150,7 @@ FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n)
 // TMA boxes fill (64-column box b of row r at b * block_n * 128 + r * 128,
 // 16-byte chunk c of the box at (c ^ r % 8) * 16). A warp instruction moves
 // 32 consecutive 16-byte chunks: whole rows (hd64: 4, hd96/hd128 in 128
-// columns: 2) or one row (hd256).
+// columns: 2), one row (hd256) or half of one (hd512).
 FMHA_HOST_DEVICE constexpr int sm90_gather_lanes_per_row(int padded_dim) {
     return padded_dim / 8 >= 32 ? 32 : padded_dim / 8;
 }

@@ -318,8 +318,8 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // on the decode kernel (h39: B8 H16/1 T=1 over pages of 1 88 against 98
     // µs; 64 rows and more 3-4.5x slower there).
     if (p.head_dim == 512) {
-        const bool gathered = p.paged_kv && sm90_paged_chunk_rows(p.page_size, 16) == 0;
-        return !hopper_runs_it || (gathered && rows_per_kv_head <= kDecodeRows);
+        return !hopper_runs_it ||
+               (sm90_pages_gathered(p.paged_kv, p.page_size) && rows_per_kv_head <= kDecodeRows);
     }
     // One 16-row tile per KV head: the decode kernel reads K/V once and
     // streams them 3-8% faster than the Hopper kernel (hd128 T=1 rows); at

@@ -475,7 +475,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     // gathered row by row by the `_gather` entry points (plain, or with score
     // modifiers as `_gather_scoremod`): default tiles, and hd512's split-D
     // tiles without score modifiers (h39).
-    const bool gathered = p.paged_kv && sm90_paged_chunk_rows(p.page_size, 16) == 0;
+    const bool gathered = sm90_pages_gathered(p.paged_kv, p.page_size);
     if (gathered) {
         if (d == 512 && score_mods)
             return fail(FMHA_STATUS_NOT_SUPPORTED,

@@ -145,6 +145,12 @@ FMHA_HOST_DEVICE constexpr int sm90_paged_chunk_rows(int page_size, int block_n)
     return 0;
 }
 
+// Pages no TMA box of 16 or more rows fits (1-15 rows, or no 16-row
+// divisor): the Hopper kernel gathers their rows (`_gather` entry points).
+FMHA_HOST_DEVICE constexpr bool sm90_pages_gathered(bool paged, int page_size) {
+    return paged && sm90_paged_chunk_rows(page_size, 16) == 0;
+}
+
 // `_gather` stages (sm90/gather.cuh): producer warp w of 4 copies rows
 // [w * block_n / 4, (w + 1) * block_n / 4) of a key tile into the layout the
 // TMA boxes fill (64-column box b of row r at b * block_n * 128 + r * 128,

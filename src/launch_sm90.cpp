@@ -94,16 +94,21 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
 }
 
 // `_gather` entry points (Sm90Variant::kPagedGather): the rows of pages no
-// TMA box fits, on the default tiles plain or with score modifiers, and at
-// hd512 on both split-D tiles (default and shared S) without them; nullptr
+// TMA box fits, plain or with score modifiers (`_scoremod`), on the default
+// tiles and at hd512 on both split-D tiles (default and shared S); nullptr
 // otherwise.
 const char *gather_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
     if (head_dim == 512) {
-        if (score_mods || (shape != kSm90Default && shape != kSm90SharedS)) return nullptr;
-        static const char *const kHd512[2][2] = {
-            {"fmha_fwd_sm90_fp16_hd512_gather", "fmha_fwd_sm90_fp16_hd512_shared_s_gather"},
-            {"fmha_fwd_sm90_bf16_hd512_gather", "fmha_fwd_sm90_bf16_hd512_shared_s_gather"}};
-        return kHd512[dtype == FMHA_DTYPE_BF16][shape == kSm90SharedS];
+        if (shape != kSm90Default && shape != kSm90SharedS) return nullptr;
+        // [bf16][score_mods][shared S]
+        static const char *const kHd512[2][2][2] = {
+            {{"fmha_fwd_sm90_fp16_hd512_gather", "fmha_fwd_sm90_fp16_hd512_shared_s_gather"},
+             {"fmha_fwd_sm90_fp16_hd512_gather_scoremod",
+              "fmha_fwd_sm90_fp16_hd512_shared_s_gather_scoremod"}},
+            {{"fmha_fwd_sm90_bf16_hd512_gather", "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
+             {"fmha_fwd_sm90_bf16_hd512_gather_scoremod",
+              "fmha_fwd_sm90_bf16_hd512_shared_s_gather_scoremod"}}};
+        return kHd512[dtype == FMHA_DTYPE_BF16][score_mods][shape == kSm90SharedS];
     }
     if (shape != kSm90Default) return nullptr;
     // [bf16][score_mods][hd64, hd96, hd128, hd256]
@@ -474,17 +479,9 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
     // the page and the key tile; every tile is a multiple of 16 keys) are
     // gathered row by row by the `_gather` entry points (plain, or with score
     // modifiers as `_gather_scoremod`): default tiles, and hd512's split-D
-    // tiles without score modifiers (h39).
+    // tiles (h39, h41).
     const bool gathered = sm90_pages_gathered(p.paged_kv, p.page_size);
-    if (gathered) {
-        if (d == 512 && score_mods)
-            return fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "descriptor.page_size is %d: the Hopper kernel gathers pages that no "
-                        "TMA box of 16 rows fits without windows, softcap or sinks when head_dim "
-                        "is 512 (the decode kernel reads any page size with them)",
-                        p.page_size);
-        if (d != 512) shape = kSm90Default;  // hd512 keeps its default or shared-S tile
-    }
+    if (gathered && d != 512) shape = kSm90Default;  // hd512 keeps its default or shared-S tile
     const Sm90Tile tile = sm90_tile(d, shape);
     const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);
     const int64_t tile_heads = sm90_tile_heads(p);

@@ -339,11 +339,11 @@ __device__ __forceinline__ void forward(const Sm90Params &params) {
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kCompactWalk)
 #define FMHA_SM90_ENTRY_PAGED16(name, bf16, d, shape) \
     FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, false, kPagedChunks16)
-#define FMHA_SM90_ENTRY_GATHER(name, bf16, d)                                              \
-    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, fmha::kSm90Default, false, kPagedGather)        \
-    FMHA_SM90_ENTRY_VARIANT(name##_scoremod, bf16, d, fmha::kSm90Default, true, kPagedGather)
-#define FMHA_SM90_ENTRY_GATHER_PLAIN(name, bf16, d, shape) \
-    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, false, kPagedGather)
+#define FMHA_SM90_ENTRY_GATHER_SHAPE(name, bf16, d, shape)                      \
+    FMHA_SM90_ENTRY_VARIANT(name, bf16, d, shape, false, kPagedGather)          \
+    FMHA_SM90_ENTRY_VARIANT(name##_scoremod, bf16, d, shape, true, kPagedGather)
+#define FMHA_SM90_ENTRY_GATHER(name, bf16, d) \
+    FMHA_SM90_ENTRY_GATHER_SHAPE(name, bf16, d, fmha::kSm90Default)
 #define FMHA_SM90_ENTRIES(dt, bf16, d, suffix, shape)                                   \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix, bf16, d, shape, false)          \
     FMHA_SM90_ENTRY(fmha_fwd_sm90_##dt##_hd##d##suffix##_scoremod, bf16, d, shape, true)
@@ -397,9 +397,9 @@ FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd64_gather, false, 64)
 FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd96_gather, false, 96)
 FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd128_gather, false, 128)
 FMHA_SM90_ENTRY_GATHER(fmha_fwd_sm90_fp16_hd256_gather, false, 256)
-// hd512 (MLA-style decode over one-row pages): both split-D tiles, without
-// score modifiers (kernel-notes h39).
-FMHA_SM90_ENTRY_GATHER_PLAIN(fmha_fwd_sm90_bf16_hd512_gather, true, 512, fmha::kSm90Default)
-FMHA_SM90_ENTRY_GATHER_PLAIN(fmha_fwd_sm90_bf16_hd512_shared_s_gather, true, 512, fmha::kSm90SharedS)
-FMHA_SM90_ENTRY_GATHER_PLAIN(fmha_fwd_sm90_fp16_hd512_gather, false, 512, fmha::kSm90Default)
-FMHA_SM90_ENTRY_GATHER_PLAIN(fmha_fwd_sm90_fp16_hd512_shared_s_gather, false, 512, fmha::kSm90SharedS)
+// hd512 (MLA-style decode over one-row pages): both split-D tiles, plain
+// and with score modifiers (kernel-notes h39, h41).
+FMHA_SM90_ENTRY_GATHER_SHAPE(fmha_fwd_sm90_bf16_hd512_gather, true, 512, fmha::kSm90Default)
+FMHA_SM90_ENTRY_GATHER_SHAPE(fmha_fwd_sm90_bf16_hd512_shared_s_gather, true, 512, fmha::kSm90SharedS)
+FMHA_SM90_ENTRY_GATHER_SHAPE(fmha_fwd_sm90_fp16_hd512_gather, false, 512, fmha::kSm90Default)
+FMHA_SM90_ENTRY_GATHER_SHAPE(fmha_fwd_sm90_fp16_hd512_shared_s_gather, false, 512, fmha::kSm90SharedS)

@@ -1061,14 +1061,14 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
     }
 }
 
-TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifiers, hd512 without",
+TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifiers",
           "[cpu][fake-driver]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Case {
         int64_t hd;
         int32_t kv_heads, window_left;
         float softcap;
-        const char *kernel;  // the HOPPER plan's entry point, or nullptr: declined
+        const char *kernel;  // the HOPPER plan's entry point
     };
     const Case cases[] = {{128, 2, 256, 0.0f, "fmha_fwd_sm90_bf16_hd128_gather_scoremod"},
                           {128, 2, -1, 30.0f, "fmha_fwd_sm90_bf16_hd128_gather_scoremod"},
@@ -1076,9 +1076,10 @@ TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifie
                           {256, 2, 1000, 20.0f, "fmha_fwd_sm90_bf16_hd256_gather_scoremod"},
                           {128, 2, -1, 0.0f, "fmha_fwd_sm90_bf16_hd128_gather"},
                           // hd512: 8 heads x 32 positions on one KV head take the
-                          // shared-S tile's gather; with score modifiers, declined
+                          // shared-S tile's gather, plain or with score modifiers
                           {512, 1, -1, 0.0f, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
-                          {512, 1, -1, 30.0f, nullptr}};
+                          {512, 1, -1, 30.0f, "fmha_fwd_sm90_bf16_hd512_shared_s_gather_scoremod"},
+                          {512, 1, 500, 0.0f, "fmha_fwd_sm90_bf16_hd512_shared_s_gather_scoremod"}};
     for (const Case &c : cases) {
         fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, c.hd, Layout::BSHD, 32, 3000);
@@ -1098,20 +1099,14 @@ TEST_CASE("fake driver: gathered pages take `_gather_scoremod` for score modifie
         INFO("hd " << c.hd << " window " << c.window_left << " softcap " << c.softcap);
         Plan plan;
         const fmha_status st = create(plan, d);
-        const std::string message = fmha_last_error_message();
-        INFO(message);
-        if (c.kernel != nullptr) {
-            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, st);
-            CHECK(std::string(info_of(plan.p).kernel_name) == c.kernel);
-            continue;
-        }
-        CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
-        CHECK(message.find("page_size is 4") != std::string::npos);
-        CHECK(message.find("head_dim is 512") != std::string::npos);
-        d.kernel = FMHA_KERNEL_AUTO;  // the decode kernel reads it
-        Plan fallback;
-        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(fallback, d));
-        CHECK(info_of(fallback.p).kernel_family == FMHA_KERNEL_DECODE);
+        INFO(fmha_last_error_message());
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, st);
+        CHECK(std::string(info_of(plan.p).kernel_name) == c.kernel);
+        // AUTO agrees: 256 query rows per KV head are past the decode kernel's 16
+        d.kernel = FMHA_KERNEL_AUTO;
+        Plan autop;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(autop, d));
+        CHECK(std::string(info_of(autop.p).kernel_name) == c.kernel);
     }
 }
 
@@ -1922,9 +1917,13 @@ TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-d
         int64_t q_heads, seqlen_q;
         fmha_kernel_family family;
         const char *kernel;
+        float softcap = 0.0f;  // score modifiers choose the same kernel (h41)
     };
     const Row rows[] = {
         {1, 16, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512"},
+        {1, 16, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512", 30.0f},
+        {3, 32, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_gather_scoremod", 30.0f},
+        {1, 128, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather_scoremod", 30.0f},
         {1, 16, 4, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
         {1, 128, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
         {3, 8, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512"},
@@ -1943,6 +1942,7 @@ TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-d
             make_layout(Layout::BSHD, batch, r.seqlen_q, r.q_heads, hd).strides;
         d.k_strides = d.v_strides = make_layout(Layout::BSHD, batch, seqlen_k, 1, hd).strides;
         d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.softcap = r.softcap;
         if (r.page_size > 0) {
             d.flags |= FMHA_FLAG_PAGED_KV;
             d.page_size = r.page_size;
@@ -1951,7 +1951,8 @@ TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-d
             REQUIRE(fmha_strides_bshd(&d.k_strides, r.page_size, 1, hd) == FMHA_STATUS_SUCCESS);
             d.v_strides = d.k_strides;
         }
-        INFO("page " << r.page_size << " H" << r.q_heads << "/1 T" << r.seqlen_q);
+        INFO("page " << r.page_size << " H" << r.q_heads << "/1 T" << r.seqlen_q << " softcap "
+                     << r.softcap);
         Plan plan;
         FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
         const fmha_plan_info i = info_of(plan.p);

@@ -1117,6 +1117,15 @@ std::vector<ServingCase> gathered_pages_suite() {
                     .mask(kBottomRight).splits(3));
     v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
                     .q({1, 1}).paged(3, {700, 1500}).seqused({700, 1333}).mask(kBottomRight));
+    // ... with score modifiers (`_gather_scoremod`, h41): a softcap with 16
+    // heads x 4 positions on the shared-S tile over pages of 8, a window and
+    // sinks with 16 heads x 1 on the default tile over pages of 1, split
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
+                    .q({4, 4}).paged(8, {304, 64}).seqused({300, 61}).mask(kBottomRight)
+                    .softcap(20.0f));
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
+                    .q({1, 1, 1}).paged(1, {1500, 40, 900}).seqused({1500, 40, 777})
+                    .mask(kBottomRight).window(400).sinks().splits(2));
     // a pool declared with 2^28 one-row pages of which the test allocates
     // those it uses: row offsets past 2^32 x 16 bytes, and nothing the plan
     // or the kernels do may grow with the declared pool
@@ -1374,6 +1383,11 @@ std::vector<ServingCase> sanitize_suite() {
     // ... and hd512's shared-S tile over pages of 1
     v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 64, 1)
                     .q({1, 1}).paged(1, {300, 77}).seqused({300, 70}).mask(kBottomRight));
+    // ... and its default tile over pages of 8 with a window, softcap and sinks
+    // (`_gather_scoremod`, h41)
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
+                    .q({1, 1}).paged(8, {300, 77}).seqused({300, 70}).mask(kBottomRight)
+                    .window(100).softcap(20.0f).sinks());
     // decode kernel on the narrow hd128 tile (sm_90: 8 splits x 8 KV heads x 3
     // sequences = 192 CTAs), seqused, window and sinks
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 8)

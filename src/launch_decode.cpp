@@ -316,10 +316,11 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // (h9: B32 H16/1 S16384 4.0 against 3.9 TB/s; 128 heads up to 4.4x);
     // over pages it gathers row by row, 16 rows of a KV head stream faster
     // on the decode kernel (h39: B8 H16/1 T=1 over pages of 1 88 against 98
-    // µs; 64 rows and more 3-4.5x slower there).
+    // µs; 64 rows and more 3-4.5x slower there; over pages of 16, gathered
+    // since h40, the two are within 6% either way at 16 rows).
     if (p.head_dim == 512) {
         return !hopper_runs_it ||
-               (sm90_pages_gathered(p.paged_kv, p.page_size) && rows_per_kv_head <= kDecodeRows);
+               (sm90_pages_gathered(p.paged_kv, p.page_size, 512) && rows_per_kv_head <= kDecodeRows);
     }
     // One 16-row tile per KV head: the decode kernel reads K/V once and
     // streams them 3-8% faster than the Hopper kernel (hd128 T=1 rows); at

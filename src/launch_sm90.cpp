@@ -425,8 +425,11 @@ Sm90Schedule sm90_schedule(const Problem &p, const DeviceLimits &dev, const Sm90
     s.persistent = splits == 1 && use_persistent_grid(p);
     s.head_group = s.persistent ? persistent_head_group(p, s.tile_heads) : 0;
     s.compact_batch = sm90_compact_walk(p, s) ? static_cast<int32_t>(p.batch) : 0;
-    // 0 rows: pages no box fits, gathered row by row (`_gather`).
-    s.k_box_rows = p.paged_kv ? sm90_paged_chunk_rows(p.page_size, tile.block_n) : tile.block_n;
+    // 0 rows: pages gathered row by row (`_gather`).
+    s.k_box_rows = !p.paged_kv ? tile.block_n
+                 : sm90_pages_gathered(true, p.page_size, static_cast<int>(p.head_dim))
+                     ? 0
+                     : sm90_paged_chunk_rows(p.page_size, tile.block_n);
     s.paged_chunks = p.paged_kv && s.k_box_rows > 0 ? tile.block_n / s.k_box_rows : 0;
     s.ctas = static_cast<uint32_t>(s.persistent && dev.num_sms > 0 && tiles > dev.num_sms
                                        ? dev.num_sms
@@ -476,11 +479,11 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
               : sm90_row_masks(p)              ? kSm90RowMasks
                                                : kSm90Default;
     // Pages that no TMA box of 16, 32 or 64 rows fits (it must divide both
-    // the page and the key tile; every tile is a multiple of 16 keys) are
-    // gathered row by row by the `_gather` entry points (plain, or with score
-    // modifiers as `_gather_scoremod`): default tiles, and hd512's split-D
-    // tiles (h39, h41).
-    const bool gathered = sm90_pages_gathered(p.paged_kv, p.page_size);
+    // the page and the key tile; every tile is a multiple of 16 keys), and at
+    // hd512 pages of no 32-row multiple (h40), are gathered row by row by the
+    // `_gather` entry points (plain, or with score modifiers as
+    // `_gather_scoremod`): default tiles, and hd512's split-D tiles (h39, h41).
+    const bool gathered = sm90_pages_gathered(p.paged_kv, p.page_size, d);
     if (gathered && d != 512) shape = kSm90Default;  // hd512 keeps its default or shared-S tile
     const Sm90Tile tile = sm90_tile(d, shape);
     const int64_t m_blocks = sm90_m_blocks(p, tile.block_m);

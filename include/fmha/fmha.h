@@ -145,7 +145,8 @@ typedef enum fmha_kernel_family {
      *  256 positions get the query heads of a KV head packed into one tile
      *  (2-64 of them, 2-128 at head_dim 512, padded to a power of two), and
      *  their keys may be split. Reads a paged KV cache of any page_size:
-     *  multiples of 16 rows in TMA boxes, other sizes row by row. */
+     *  multiples of 16 rows (32 at head_dim 512) in TMA boxes, other sizes
+     *  row by row. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for up to 16

@@ -946,10 +946,10 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         // (no `_paged16`: K's map cannot fold them).
         enum { kRowsOuter, kHeadsOuter, kSpacedHeads } pool = kRowsOuter;
     };
-    // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80.
+    // Key tiles: hd64 and hd128 128 keys, hd128 above 4096 keys 192, hd256 80, hd512 32.
     // 16-row chunks of the plain hd128 (default and wide) and hd256 tiles take `_paged16`.
     // Pages without a 16-row divisor are gathered on the default tiles (hd128 at
-    // 5000 keys too): no K/V maps.
+    // 5000 keys too), and at hd512 pages without a 32-row divisor (h40): no K/V maps.
     const Shape shapes[] = {{128, 3000, 16, 16, true},   {128, 3000, 64, 64, false},
                             {128, 3000, 256, 64, false}, {128, 5000, 128, 64, false},
                             {128, 5000, 48, 16, true},   {64, 3000, 32, 32, false},
@@ -958,6 +958,9 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
                             {128, 3000, 24, 0, false},   {128, 5000, 1, 0, false},
                             {64, 3000, 1, 0, false},     {96, 3000, 8, 0, false},
                             {256, 3000, 1, 0, false},    {256, 3000, 40, 0, false},
+                            {512, 3000, 32, 32, false},  {512, 3000, 64, 32, false},
+                            {512, 3000, 16, 0, false},   {512, 3000, 48, 0, false},
+                            {512, 3000, 1, 0, false},
                             {128, 3000, 16, 16, false, Shape::kSpacedHeads},
                             {128, 3000, 16, 16, true, Shape::kHeadsOuter},
                             {256, 3000, 64, 16, true, Shape::kHeadsOuter}};
@@ -1002,10 +1005,13 @@ TEST_CASE("fake driver: the Hopper kernel maps a paged cache as (dim, row, head,
         const fake_cuda_stats after = f.stats();
         CHECK(after.calls_in_run_not_allowed == 0);
         const std::string kernel = info_of(plan.p).kernel_name;
+        const int64_t tile_n = sh.hd == 512 ? 32 : sh.hd == 256 ? 80 : 128;
+        CHECK(info_of(plan.p).tile_n == (sh.sk > 4096 && sh.hd == 128 && sh.chunk > 0 ? 192 : tile_n));
         if (sh.chunk == 0) {  // Q and O maps only; K/V rows copied from their addresses
             CHECK(after.tensor_maps == before + 2);
-            CHECK(kernel == "fmha_fwd_sm90_bf16_hd" + std::to_string(sh.hd) + "_gather");
-            CHECK(info_of(plan.p).tile_n == (sh.hd == 256 ? 80 : 128));
+            // hd512: 4 heads x 32 positions per KV head share S
+            CHECK(kernel == "fmha_fwd_sm90_bf16_hd" + std::to_string(sh.hd) +
+                                (sh.hd == 512 ? "_shared_s_gather" : "_gather"));
             continue;
         }
         REQUIRE(after.tensor_maps == before + 4);
@@ -1908,8 +1914,8 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
         }
 }
 
-// hd512 on sm_90: the Hopper kernel, but over pages it gathers (no 16-row
-// box fits) the decode kernel keeps one 16-row tile per KV head (h39).
+// hd512 on sm_90: the Hopper kernel, but over pages it gathers (no 32-row
+// box fits) the decode kernel keeps one 16-row tile per KV head (h39, h40).
 TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-driver][plan][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
     struct Row {
@@ -1928,7 +1934,12 @@ TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-d
         {1, 128, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
         {3, 8, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512"},
         {3, 32, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_gather"},
-        {16, 16, 1, FMHA_KERNEL_HOPPER, nullptr},  // TMA boxes: as before h39
+        // pages of 16 and 48 are gathered at hd512 too (h40); of 32 and 64: TMA boxes
+        {16, 16, 1, FMHA_KERNEL_DECODE, "fmha_decode_paged_bf16_hd512"},
+        {48, 32, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_gather"},
+        {16, 16, 4, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s_gather"},
+        {32, 16, 1, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512"},
+        {64, 16, 4, FMHA_KERNEL_HOPPER, "fmha_fwd_sm90_bf16_hd512_shared_s"},
         {0, 16, 1, FMHA_KERNEL_HOPPER, nullptr},
     };
     for (const Row &r : rows) {

@@ -1227,15 +1227,16 @@ std::vector<ServingCase> hd512_hopper_suite() {
     v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 128, 1)
                     .varlen_q({2, 0, 1}, 2).k({700, 700, 700}).seqused({700, 5, 333})
                     .mask(kBottomRight).splits(3));
-    // 16 heads x 1 position (under 64 rows: each consumer computes the whole S), pages of 16
+    // 16 heads x 1 position (under 64 rows: each consumer computes the whole S),
+    // pages of 32 (one TMA box per key tile; pages of 16 are gathered, h40)
     v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
-                    .q({1, 1, 1}).paged(16, {3000, 700, 33}).seqused({3000, 1, 33})
+                    .q({1, 1, 1}).paged(32, {3000, 700, 33}).seqused({3000, 1, 33})
                     .mask(kBottomRight));
     // 16 heads x 4 positions over shuffled 64-row pages, seqused_k
     v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 16, 1)
                     .q({4, 4}).paged(64, {2100, 2100}).seqused({2100, 90})
                     .mask(kBottomRight).layout(Layout::SLICED));
-    // window + softcap + sinks over 16-row pages, 8 heads x 32 positions
+    // window + softcap + sinks over 16-row pages (gathered), 8 heads x 32 positions
     v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 8, 1)
                     .q({32}).paged(16, {1200})
                     .mask(kBottomRight).window(300).softcap(30.0f).sinks());
@@ -1383,10 +1384,10 @@ std::vector<ServingCase> sanitize_suite() {
     // ... and hd512's shared-S tile over pages of 1
     v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 64, 1)
                     .q({1, 1}).paged(1, {300, 77}).seqused({300, 70}).mask(kBottomRight));
-    // ... and its default tile over pages of 8 with a window, softcap and sinks
-    // (`_gather_scoremod`, h41)
+    // ... and its default tile over pages of 16 (gathered at hd512, h40) with a
+    // window, softcap and sinks
     v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
-                    .q({1, 1}).paged(8, {300, 77}).seqused({300, 70}).mask(kBottomRight)
+                    .q({1, 1}).paged(16, {300, 77}).seqused({300, 70}).mask(kBottomRight)
                     .window(100).softcap(20.0f).sinks());
     // decode kernel on the narrow hd128 tile (sm_90: 8 splits x 8 KV heads x 3
     // sequences = 192 CTAs), seqused, window and sinks

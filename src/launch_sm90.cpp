@@ -93,10 +93,10 @@ const char *variant_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape,
     return kNames[static_cast<int>(variant) - 1][dtype == FMHA_DTYPE_BF16][index];
 }
 
-// `_gather` entry points (Sm90Variant::kPagedGather): the rows of pages no
-// TMA box fits, plain or with score modifiers (`_scoremod`), on the default
-// tiles and at hd512 on both split-D tiles (default and shared S); nullptr
-// otherwise.
+// `_gather` entry points (Sm90Variant::kPagedGather): the rows of the pages
+// sm90_pages_gathered names, plain or with score modifiers (`_scoremod`), on
+// the default tiles and at hd512 on both split-D tiles (default and shared
+// S); nullptr otherwise.
 const char *gather_kernel_name(fmha_dtype dtype, int64_t head_dim, int shape, bool score_mods) {
     if (head_dim == 512) {
         if (shape != kSm90Default && shape != kSm90SharedS) return nullptr;

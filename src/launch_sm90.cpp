@@ -215,15 +215,11 @@ int32_t persistent_head_group(const Problem &p, int64_t tile_heads) {
     return static_cast<int32_t>(std::clamp<int64_t>(l2_slice / kv_bytes_per_head, 1, heads));
 }
 
-fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
-                        CUstream stream) {
-    const Problem &p = plan.problem;
-    const KernelChoice &c = plan.choice;
-    Sm90Params params;
-    std::memset(&params, 0, sizeof params);
-    auto *maps = reinterpret_cast<CUtensorMap *>(&params);
-    const Driver &drv = *plan.drv;
-    if (p.varlen_q && p.total_q == 0) return FMHA_STATUS_SUCCESS;  // no query rows at all
+// The launch's four TMA maps (Q, K, V, O) into `maps`; with `maps` and `t`
+// null (at plan time) only TMA's limits on them are checked.
+fmha_status sm90_tensor_maps(const Driver *drv, const Problem &p, const KernelChoice &c,
+                             const fmha_tensors *t, CUtensorMap *maps) {
+    auto map = [&](int i) { return maps != nullptr ? &maps[i] : nullptr; };
     // Packed (varlen) tensors are mapped as one batch of all their rows; the
     // kernel offsets each sequence by its cu_seqlens entry. A map needs at
     // least one row even when no sequence has keys (none is then read).
@@ -233,36 +229,52 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
     const int64_t k_batch = p.varlen_k ? 1 : p.batch;
     const Sm90Schedule &sched = c.sm90;
     const int64_t group = sched.box_group > 1 ? p.num_q_heads / p.num_kv_heads : 1;
-    FMHA_TRY(encode_grouped_tensor_map(drv, &maps[0], p.dtype, t.q, p.head_dim, q_rows,
-                                       p.num_q_heads, q_batch, p.q, group, sched.box_group,
-                                       c.tile_m, "q"));
+    FMHA_TRY(encode_grouped_tensor_map(drv, map(0), p.dtype, t ? t->q : nullptr, p.head_dim,
+                                       q_rows, p.num_q_heads, q_batch, p.q, group,
+                                       sched.box_group, c.tile_m, "q"));
     // A paged pool is mapped as (dim, row in page, head, page), read in
     // boxes of a page chunk; a contiguous cache in boxes of a key tile.
     const int64_t k_map_rows = p.paged_kv ? p.page_size : k_rows;
     const int64_t k_map_outer = p.paged_kv ? p.num_pages : k_batch;
     const HeadFold fold = sched.k_head_fold;
+    const void *k = t ? t->k : nullptr, *v = t ? t->v : nullptr;
     if (sched.k_box_rows == 0) {
         // `_gather`: K/V rows are copied from their addresses, no maps.
     } else if (fold != HeadFold::kNone) {  // `_paged16`: one box per 16-row chunk, all its columns
-        FMHA_TRY(encode_group_boxed_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim,
-                                               k_map_rows, p.num_kv_heads, k_map_outer, p.k,
+        FMHA_TRY(encode_group_boxed_tensor_map(drv, map(1), p.dtype, k, p.head_dim, k_map_rows,
+                                               p.num_kv_heads, k_map_outer, p.k,
                                                sched.k_box_rows, fold, "k"));
-        params.k_head_boxes = fold == HeadFold::kColumns ? int32_t(p.head_dim / 64) : 0;
-        params.k_head_groups = fold == HeadFold::kGroups ? int32_t(p.page_size / 8) : 0;
-        FMHA_TRY(encode_column_boxed_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v,
+        FMHA_TRY(encode_column_boxed_tensor_map(drv, map(2), p.dtype, v, p.head_dim_v,
                                                 k_map_rows, p.num_kv_heads, k_map_outer, p.v,
                                                 sched.k_box_rows, "v"));
     } else {
-        FMHA_TRY(encode_tensor_map(drv, &maps[1], p.dtype, t.k, p.head_dim, k_map_rows,
+        FMHA_TRY(encode_tensor_map(drv, map(1), p.dtype, k, p.head_dim, k_map_rows,
                                    p.num_kv_heads, k_map_outer, p.k, sched.k_box_rows, "k"));
-        FMHA_TRY(encode_tensor_map(drv, &maps[2], p.dtype, t.v, p.head_dim_v, k_map_rows,
+        FMHA_TRY(encode_tensor_map(drv, map(2), p.dtype, v, p.head_dim_v, k_map_rows,
                                    p.num_kv_heads, k_map_outer, p.v, sched.k_box_rows, "v"));
     }
     // Each consumer warpgroup stores its own 64 rows (dense only: packed
     // rows are stored row by row).
-    FMHA_TRY(encode_grouped_tensor_map(drv, &maps[3], p.dtype, t.o, p.head_dim_v, q_rows,
-                                       p.num_q_heads, q_batch, p.o, group, sched.box_group, 64,
-                                       "o"));
+    return encode_grouped_tensor_map(drv, map(3), p.dtype, t ? t->o : nullptr, p.head_dim_v,
+                                     q_rows, p.num_q_heads, q_batch, p.o, group, sched.box_group,
+                                     64, "o");
+}
+
+fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *workspace,
+                        CUstream stream) {
+    const Problem &p = plan.problem;
+    const KernelChoice &c = plan.choice;
+    Sm90Params params;
+    std::memset(&params, 0, sizeof params);
+    auto *maps = reinterpret_cast<CUtensorMap *>(&params);
+    if (p.varlen_q && p.total_q == 0) return FMHA_STATUS_SUCCESS;  // no query rows at all
+    FMHA_TRY(sm90_tensor_maps(plan.drv, p, c, &t, maps));
+    const HeadFold fold = c.sm90.k_head_fold;
+    if (c.sm90.k_box_rows > 0 && fold != HeadFold::kNone) {  // `_paged16`
+        params.k_head_boxes = fold == HeadFold::kColumns ? int32_t(p.head_dim / 64) : 0;
+        params.k_head_groups = fold == HeadFold::kGroups ? int32_t(p.page_size / 8) : 0;
+    }
+    const Sm90Schedule &sched = c.sm90;
     params.fwd = make_fwd_params(p, t, c.tile_m);
     params.fwd.num_m_blocks = sched.num_m_blocks;
     params.group_shift = sched.group_shift;
@@ -283,8 +295,8 @@ fmha_status sm90_launch(const fmha_plan &plan, const fmha_tensors &t, void *work
         params.paged_chunk_rows = sched.k_box_rows;
         params.paged_chunks = sched.paged_chunks;
     }
-    FMHA_TRY(launch(drv, plan.function, sched.ctas, 1, 1, c.threads, c.smem_bytes, stream, &params,
-                    c.kernel_name));
+    FMHA_TRY(launch(*plan.drv, plan.function, sched.ctas, 1, 1, c.threads, c.smem_bytes, stream,
+                    &params, c.kernel_name));
     if (c.num_splits == 1) return FMHA_STATUS_SUCCESS;
     return launch_split_combine(plan, t, parts, c.num_splits, params.fwd, stream);
 }
@@ -536,6 +548,7 @@ fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoi
         c.kernel_name = chunked;
         c.sm90.k_head_fold = fold;
     }
+    FMHA_TRY(sm90_tensor_maps(nullptr, p, c, nullptr, nullptr));  // what a run will encode
     c.launch = sm90_launch;
     *out = c;
     return FMHA_STATUS_SUCCESS;

@@ -8,13 +8,15 @@ namespace fmha {
 namespace {
 
 constexpr int kMaxRank = 5;
+constexpr cuuint64_t kMaxExtent = cuuint64_t(1) << 32;
+constexpr cuuint64_t kMaxStrideBytes = cuuint64_t(1) << 40;
 
 // Dimension i >= 1 of a map: extent and stride in elements.
 struct Extent {
     int64_t size, stride;
 };
 
-fmha_status encode(const Driver &drv, CUtensorMap *map, fmha_dtype dtype, const void *base,
+fmha_status encode(const Driver *drv, CUtensorMap *map, fmha_dtype dtype, const void *base,
                    int64_t dim, int rank, const Extent *outer, const cuuint32_t *box,
                    const fmha_strides &strides, const char *name) {
     const int64_t bytes = 2;
@@ -33,14 +35,32 @@ fmha_status encode(const Driver &drv, CUtensorMap *map, fmha_dtype dtype, const 
         sizes[i + 1] = cuuint64_t(outer[i].size);
         byte_strides[i] = outer[i].size == 1 ? cuuint64_t(span) : cuuint64_t(outer[i].stride * bytes);
     }
+    // cuTensorMapEncodeTiled's limits, checked here so that a plan declines
+    // what a run could not encode (the other kernels address memory freely).
+    for (int i = 0; i < rank - 1; ++i) {
+        if (sizes[i + 1] > kMaxExtent)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor: the Hopper kernel's TMA map of %s would have %llu entries "
+                        "(rows, heads or pages) in one dimension, and TMA takes at most 2^32 "
+                        "(the decode and portable kernels have no such limit)",
+                        name, (unsigned long long)sizes[i + 1]);
+        if (byte_strides[i] >= kMaxStrideBytes)
+            return fail(FMHA_STATUS_NOT_SUPPORTED,
+                        "descriptor.%s_strides is (batch %lld, seq %lld, head %lld) elements: "
+                        "the Hopper kernel's TMA map would step %llu bytes, and TMA takes "
+                        "strides below 2^40 bytes (the decode and portable kernels take any)",
+                        name, (long long)strides.batch, (long long)strides.seq,
+                        (long long)strides.head, (unsigned long long)byte_strides[i]);
+    }
+    if (map == nullptr) return FMHA_STATUS_SUCCESS;  // the plan's check
     const CUtensorMapDataType type = dtype == FMHA_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    CUresult res = drv.tensor_map_encode_tiled(
+    CUresult res = drv->tensor_map_encode_tiled(
         map, type, cuuint32_t(rank), const_cast<void *>(base), sizes, byte_strides, box,
         element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (res != CUDA_SUCCESS) {
-        driver_fail(drv, res, "cuTensorMapEncodeTiled");
+        driver_fail(*drv, res, "cuTensorMapEncodeTiled");
         return fail(FMHA_STATUS_DRIVER_ERROR, "tensor map for %s (strides %lld/%lld/%lld): %s",
                     name, (long long)strides.batch, (long long)strides.seq,
                     (long long)strides.head, fmha_last_error_message());
@@ -50,7 +70,7 @@ fmha_status encode(const Driver &drv, CUtensorMap *map, fmha_dtype dtype, const 
 
 }  // namespace
 
-fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                               const void *base, int64_t dim, int64_t seqlen, int64_t heads,
                               int64_t batch, const fmha_strides &strides, int box_rows,
                               const char *name) {
@@ -59,7 +79,7 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
     return encode(drv, map, dtype, base, dim, 4, outer, box, strides, name);
 }
 
-fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_column_boxed_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                                            const void *base, int64_t dim, int64_t seqlen,
                                            int64_t heads, int64_t batch,
                                            const fmha_strides &strides, int box_rows,
@@ -78,7 +98,7 @@ HeadFold group_boxed_head_fold(const fmha_strides &strides, int64_t dim, int64_t
     return HeadFold::kNone;
 }
 
-fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_group_boxed_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                                           const void *base, int64_t dim, int64_t seqlen,
                                           int64_t heads, int64_t batch,
                                           const fmha_strides &strides, int box_rows,
@@ -97,7 +117,7 @@ fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, f
     return encode(drv, map, dtype, base, 64, 5, outer, box, strides, name);
 }
 
-fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_grouped_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                                       const void *base, int64_t dim, int64_t seqlen,
                                       int64_t heads, int64_t batch, const fmha_strides &strides,
                                       int64_t group, int64_t box_group, int box_rows,

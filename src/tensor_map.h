@@ -1,5 +1,9 @@
 // TMA tensor maps (CUtensorMap) over strided attention tensors, built on the
 // host through the loaded driver. Pure host work: safe inside fmha_run.
+// With `map` null (and `drv` and `base` unused) a call only checks TMA's
+// limits on the map (extents up to 2^32, strides below 2^40 bytes): plans
+// make that call, so a run never meets a map it cannot encode. Either way a
+// map beyond them is NOT_SUPPORTED, naming the tensor's strides.
 #pragma once
 #include <cuda.h>
 
@@ -11,7 +15,7 @@ namespace fmha {
 // Describes one tensor as dims (dim, seq, head, batch), innermost first,
 // with a box of 64 elements (the 128-byte swizzle width) by `box_rows` rows
 // of one (head, batch). Reads past the bounds give zeros; writes are clipped.
-fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                               const void *base, int64_t dim, int64_t seqlen, int64_t heads,
                               int64_t batch, const fmha_strides &strides, int box_rows,
                               const char *name);
@@ -20,7 +24,7 @@ fmha_status encode_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dt
 // `box_rows` rows takes all dim / 64 of their 64-column pieces at once,
 // staged as box_rows rows of piece 0, then of piece 1, ... (each piece a
 // 128-byte-swizzled block of box_rows rows). dim is a multiple of 64.
-fmha_status encode_column_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_column_boxed_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                                            const void *base, int64_t dim, int64_t seqlen,
                                            int64_t heads, int64_t batch,
                                            const fmha_strides &strides, int box_rows,
@@ -42,7 +46,7 @@ HeadFold group_boxed_head_fold(const fmha_strides &strides, int64_t dim, int64_t
 // of `box_rows` rows (a multiple of 8) of one head takes all dim / 64
 // pieces, staged group by group: 8 rows of piece 0, of piece 1, ..., then
 // the next group (each piece a 128-byte-swizzled block of 8 rows).
-fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_group_boxed_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                                           const void *base, int64_t dim, int64_t seqlen,
                                           int64_t heads, int64_t batch,
                                           const fmha_strides &strides, int box_rows,
@@ -57,7 +61,7 @@ fmha_status encode_group_boxed_tensor_map(const Driver &drv, CUtensorMap *map, f
 // taken box_rows heads at a time at one position; the kernel then starts the
 // box at a head inside the group. group == box_group == 1 describes the 4-D
 // layout above with one more dimension.
-fmha_status encode_grouped_tensor_map(const Driver &drv, CUtensorMap *map, fmha_dtype dtype,
+fmha_status encode_grouped_tensor_map(const Driver *drv, CUtensorMap *map, fmha_dtype dtype,
                                       const void *base, int64_t dim, int64_t seqlen,
                                       int64_t heads, int64_t batch, const fmha_strides &strides,
                                       int64_t group, int64_t box_group, int box_rows,

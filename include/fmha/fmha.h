@@ -146,7 +146,10 @@ typedef enum fmha_kernel_family {
      *  (2-64 of them, 2-128 at head_dim 512, padded to a power of two), and
      *  their keys may be split. Reads a paged KV cache of any page_size:
      *  multiples of 16 rows (32 at head_dim 512) in TMA boxes, other sizes
-     *  row by row. */
+     *  row by row. Its TMA maps take strides below 2^40 bytes and at most
+     *  2^32 entries per dimension: beyond, AUTO takes another kernel and
+     *  HOPPER is NOT_SUPPORTED at plan creation, naming the strides. Zero
+     *  (broadcast) strides of Q, K and V are NOT_SUPPORTED the same way. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for up to 16

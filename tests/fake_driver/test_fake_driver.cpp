@@ -1134,6 +1134,45 @@ TEST_CASE("fake driver: broadcast inputs fall back from the Hopper kernel", "[cp
     else CHECK(st == FMHA_STATUS_NO_KERNEL_IMAGE);
 }
 
+TEST_CASE("fake driver: strides TMA cannot encode fall back from the Hopper kernel",
+          "[cpu][fake-driver]") {
+    fresh_fake(90);
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    // K's batches 2^40 bytes apart (a cache in a sparse reservation): TMA
+    // takes strides below 2^40 bytes, the portable kernel any.
+    struct {
+        const char *what;
+        int64_t k_batch;  // elements (2 bytes)
+        bool tma;         // within TMA's limits
+    } cases[] = {{"just below 2^40 bytes", (int64_t(1) << 39) - 8, true},
+                 {"2^40 bytes", int64_t(1) << 39, false},
+                 {"2^41 bytes", int64_t(1) << 40, false}};
+    for (const auto &c : cases) {
+        INFO(c.what);
+        fmha_descriptor d = make_desc();
+        d.k_strides.batch = c.k_batch;
+        Plan autop;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(autop, d));
+        const fmha_plan_info i = info_of(autop.p);
+        CHECK(i.kernel_family == (c.tma ? FMHA_KERNEL_HOPPER : FMHA_KERNEL_PORTABLE));
+        fmha_tensors t = fake_tensors();
+        CHECK(fmha_run(autop.p, &t, nullptr, 0, nullptr) == FMHA_STATUS_SUCCESS);
+        d.kernel = FMHA_KERNEL_HOPPER;
+        Plan hopper;
+        const fmha_status st = create(hopper, d);
+        const std::string msg = fmha_last_error_message();
+        INFO(msg);
+        if (c.tma) {
+            CHECK(st == FMHA_STATUS_SUCCESS);
+        } else {
+            CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
+            CHECK(msg.find("descriptor.k_strides") != std::string::npos);
+            CHECK(msg.find(std::to_string(c.k_batch)) != std::string::npos);
+            CHECK(msg.find("2^40") != std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("fake driver: plans created and run from many threads", "[cpu][fake-driver][threads]") {
     Fake &f = fresh_fake(80);
     const int retained = f.stats().primary_retained;

@@ -24,6 +24,7 @@
 #include "fmha_test/archs.h"
 #include "fmha_test/half.h"
 #include "fmha_test/reference.h"
+#include "fmha_test/far_placement.h"
 #include "fmha_test/serving.h"
 
 using namespace fmha_test;
@@ -1328,6 +1329,41 @@ TEST_CASE("serving support: every case of the GPU suites is a valid problem",
     // of these units per second per core.
     std::printf("serving suites: %d cases, reference work %.3g\n", n, total_work);
     CHECK(total_work < 2.7e10);
+}
+
+TEST_CASE("serving support: the large-offset cases are valid and lie past 2^36 bytes",
+          "[cpu][support][serving][large-offsets]") {
+    ForceKernelEnv env;
+    const std::vector<ServingCase> cases = large_offset_suite();
+    CHECK(cases.size() >= 10);
+    double work = 0;
+    for (const ServingCase &c : cases) {
+        INFO(c.name());
+        const FarData far(c, FarPlacement{}, /*on_device=*/false);
+        INFO(far.placement());
+        work += c.reference_work();
+        // Past a 32-bit offset in 16-byte units, hence past every narrower one.
+        CHECK(far.largest_offset() > (uint64_t(1) << 36));
+        for (fmha_kernel_family k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE,
+                                     FMHA_KERNEL_HOPPER}) {
+            const fmha_descriptor d = far.descriptor(k, c.num_splits);
+            INFO("kernel " << family_name(k));
+            if (k != FMHA_KERNEL_HOPPER) expect_valid(d);
+            // On sm_90 every case runs on the Hopper kernel too: its TMA maps
+            // take the moved strides (the GPU suite requires the runs).
+            if (embeds(90) && (k == FMHA_KERNEL_HOPPER || k == FMHA_KERNEL_AUTO))
+                expect_valid(d, 90);
+        }
+        if (c.keys == KeyLayout::PAGED) {
+            std::vector<int32_t> lens;
+            for (int64_t b = 0; b < c.batch(); ++b) lens.push_back(int32_t(c.eff_k(b)));
+            const fmha_descriptor d = far.descriptor();
+            FMHA_CHECK_STATUS(FMHA_STATUS_SUCCESS,
+                              fmha_check_block_table(&d, far.far_block_table().data(), lens.data()));
+        }
+    }
+    std::printf("large-offset suite: %zu cases, reference work %.3g\n", cases.size(), work);
+    CHECK(work < 3e9);
 }
 
 TEST_CASE("serving support: the sanitizer cases' expected outputs pass compare()",

@@ -9,9 +9,9 @@
 #   portable   the GPU tests again with FMHA_TEST_KERNEL=portable
 #   hopper     the GPU tests with FMHA_TEST_KERNEL=hopper (only on sm_90)
 #   decode     the GPU tests with FMHA_TEST_KERNEL=decode
-#   memcheck   compute-sanitizer --tool memcheck on the [sanitize] and
-#              [serving-sanitize] subsets, per kernel family
-#   racecheck  compute-sanitizer --tool racecheck on the same subsets
+#   memcheck   compute-sanitizer --tool memcheck on the [sanitize],
+#              [serving-sanitize] and [large-offsets] subsets, per kernel family
+#   racecheck  compute-sanitizer --tool racecheck on the first two
 #   demo       the fmha_demo program
 #   pytest     the Python binding's GPU tests against torch SDPA
 #   bench      tests/bench/bench_prefill.py (FMHA_BENCH_ARGS, default --quick)
@@ -158,7 +158,11 @@ for step in $steps; do
             record "$step" SKIP "compute-sanitizer not on PATH"
             continue
         fi
-        echo "== compute-sanitizer --tool $step, [sanitize] + [serving-sanitize] -> $log"
+        # memcheck also runs the tensors placed hundreds of GiB apart (their
+        # shared-memory use is the other subsets', so racecheck skips them).
+        subsets="[sanitize],[serving-sanitize]"
+        [ "$step" = memcheck ] && subsets+=",[large-offsets]"
+        echo "== compute-sanitizer --tool $step, $subsets -> $log"
         : >"$log"
         kernels="portable decode"
         [ "$sm" = 90 ] && kernels="portable decode hopper"
@@ -166,7 +170,7 @@ for step in $steps; do
         for k in $kernels; do
             echo "---- FMHA_TEST_KERNEL=$k" >>"$log"
             FMHA_TEST_KERNEL=$k "$sanitizer" --tool "$step" --error-exitcode 99 \
-                "$gpu_bin" "[sanitize],[serving-sanitize]" >>"$log" 2>&1
+                "$gpu_bin" "$subsets" >>"$log" 2>&1
             rc=$?
             echo "---- exit $rc" >>"$log"
             [ "$rc" -ne 0 ] && worst=$rc
@@ -184,6 +188,12 @@ for step in $steps; do
             serving_runs=$(printf '%s\n' "$serving" | sed -n -E 's/.* ([0-9]+) runs$/\1/p')
             counts+="$k ${dense:-?}+${serving_cases:-?} cases; "
             [ "${dense:-0}" -gt 0 ] || zero+=" $k: [sanitize] ran ${dense:-no} cases;"
+            if [ "$step" = memcheck ]; then
+                far=$(printf '%s\n' "$section" | grep -o 'large offsets: [0-9]* cases, [0-9]* runs' | tail -n 1)
+                far_runs=$(printf '%s\n' "$far" | sed -n -E 's/.* ([0-9]+) runs$/\1/p')
+                counts+="$k ${far_runs:-?} large-offset runs; "
+                [ "${far_runs:-0}" -gt 0 ] || zero+=" $k: [large-offsets] ran ${far_runs:-no} runs;"
+            fi
             if [ "${serving_cases:-0}" -eq 0 ] || [ "${serving_runs:-0}" -eq 0 ]; then
                 zero+=" $k: [serving-sanitize] ran ${serving_cases:-no} cases, ${serving_runs:-no} runs;"
             fi

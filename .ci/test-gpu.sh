@@ -10,7 +10,8 @@
 #   hopper     the GPU tests with FMHA_TEST_KERNEL=hopper (only on sm_90)
 #   decode     the GPU tests with FMHA_TEST_KERNEL=decode
 #   memcheck   compute-sanitizer --tool memcheck on the [sanitize],
-#              [serving-sanitize] and [large-offsets] subsets, per kernel family
+#              [serving-sanitize], [large-offsets] and [bad-lengths] subsets,
+#              per kernel family
 #   racecheck  compute-sanitizer --tool racecheck on the first two
 #   demo       the fmha_demo program
 #   pytest     the Python binding's GPU tests against torch SDPA
@@ -158,10 +159,11 @@ for step in $steps; do
             record "$step" SKIP "compute-sanitizer not on PATH"
             continue
         fi
-        # memcheck also runs the tensors placed hundreds of GiB apart (their
-        # shared-memory use is the other subsets', so racecheck skips them).
+        # memcheck also runs the tensors placed hundreds of GiB apart and the
+        # broken length arrays (their shared-memory use is the other subsets',
+        # so racecheck skips them).
         subsets="[sanitize],[serving-sanitize]"
-        [ "$step" = memcheck ] && subsets+=",[large-offsets]"
+        [ "$step" = memcheck ] && subsets+=",[large-offsets],[bad-lengths]"
         echo "== compute-sanitizer --tool $step, $subsets -> $log"
         : >"$log"
         kernels="portable decode"
@@ -191,8 +193,10 @@ for step in $steps; do
             if [ "$step" = memcheck ]; then
                 far=$(printf '%s\n' "$section" | grep -o 'large offsets: [0-9]* cases, [0-9]* runs' | tail -n 1)
                 far_runs=$(printf '%s\n' "$far" | sed -n -E 's/.* ([0-9]+) runs$/\1/p')
-                counts+="$k ${far_runs:-?} large-offset runs; "
+                bad_runs=$(printf '%s\n' "$section" | grep -o 'bad lengths: [0-9]* runs' | tail -n 1 | tr -dc '0-9')
+                counts+="$k ${far_runs:-?} large-offset and ${bad_runs:-?} bad-length runs; "
                 [ "${far_runs:-0}" -gt 0 ] || zero+=" $k: [large-offsets] ran ${far_runs:-no} runs;"
+                [ "${bad_runs:-0}" -gt 0 ] || zero+=" $k: [bad-lengths] ran ${bad_runs:-no} runs;"
             fi
             if [ "${serving_cases:-0}" -eq 0 ] || [ "${serving_runs:-0}" -eq 0 ]; then
                 zero+=" $k: [serving-sanitize] ran ${serving_cases:-no} cases, ${serving_runs:-no} runs;"

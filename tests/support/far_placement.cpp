@@ -171,7 +171,10 @@ void FarData::place_pages(FarTensor &t) {
     t.how = std::string(t.name) + " odd pages up to " +
             gib(double((shift + pages) * block * kElemBytes));
     if (!block_table_far_.empty()) return;  // K did the table; V shares it
-    num_pages_far_ = shift + pages;
+    // The pool ends with the last odd page: the decode and portable kernels
+    // clamp an out-of-range entry to the last page, which must have memory.
+    const int64_t last_odd = (pages - 1) % 2 ? pages - 1 : pages - 2;
+    num_pages_far_ = last_odd > 0 ? shift + last_odd + 1 : pages;
     const int64_t B = c.batch(), cols = max_pages_per_seq();
     block_table_far_ = host_block_table();
     for (int64_t b = 0; b < B; ++b)
@@ -223,6 +226,31 @@ void FarData::place_query_rows(FarTensor &t) {
     t.strides = q_layout.strides;
     t.strides.seq = far;
     t.how = std::string(t.name) + " rows " + gib(double(far * kElemBytes)) + " apart";
+}
+
+void FarData::upload_lengths(const std::vector<int32_t> *cu_q, const std::vector<int32_t> *cu_k,
+                             const std::vector<int32_t> *seqused) {
+    const struct {
+        const std::vector<int32_t> *values;
+        DeviceBuffer *buf;
+        const char *name;
+    } arrays[] = {{cu_q, &cu_q_, "cu_seqlens_q"}, {cu_k, &cu_k_, "cu_seqlens_k"},
+                  {seqused, &seqused_, "seqused_k"}};
+    for (const auto &a : arrays) {
+        if (a.values == nullptr) continue;
+        if (a.buf->elems() == 0 || a.values->size() != a.buf->elems())
+            throw std::invalid_argument(std::string("FarData::upload_lengths: ") + a.name +
+                                        " is absent or of another length");
+        a.buf->upload(a.values->data());
+    }
+}
+
+void FarData::restore_lengths() {
+    const ServingCase &c = config();
+    if (c.varlen_q) cu_q_.upload(host_cu_q().data());
+    if (c.cu_seqlens_k)
+        cu_k_.upload(c.keys == KeyLayout::PACKED ? cu_k_far_.data() : host_cu_k().data());
+    if (!c.seqused.empty()) seqused_.upload(c.seqused.data());
 }
 
 fmha_descriptor FarData::descriptor(fmha_kernel_family kernel, int32_t num_splits) const {
@@ -334,14 +362,15 @@ std::vector<ServingCase> large_offset_suite() {
                     .q({1, 1, 1}).paged(16, {3000, 100, 2000}).seqused({2990, 100, 1999})
                     .mask(br));
     // 32 positions over pages of one row (Hopper `_gather`)
-    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 4).q({32, 32}).paged(1, {1000, 600}).seqused({1000, 577})
-                    .mask(br));
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 16, 4)
+                    .q({32, 32}).paged(1, {1000, 600}).seqused({1000, 577}).mask(br));
     // chunked prefill over 64-row pages, packed query rows 5 GiB apart
     v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
                     .varlen_q({30, 0, 17}).paged(64, {1100, 5, 640}).seqused({1100, 5, 600})
                     .mask(br));
     // hd512 over 32-row pages, 64 heads x 2 positions (shared-S tile)
-    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 64, 1).q({2, 2}).paged(32, {900, 500}).seqused({900, 480}).mask(br));
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 512, 64, 1)
+                    .q({2, 2}).paged(32, {900, 500}).seqused({900, 480}).mask(br));
     // hd512 over pages of one row with a softcap (`_gather_scoremod`)
     v.push_back(serving_case(FMHA_DTYPE_FP16, 512, 16, 1)
                     .q({1, 1}).paged(1, {700, 300}).seqused({700, 299}).mask(br)

@@ -23,7 +23,8 @@ struct VmmCalls {
     CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*granularity)(size_t *, const CUmemAllocationProp *,
+                            CUmemAllocationGranularity_flags);
     CUresult (*memset_d16)(CUdeviceptr, unsigned short, size_t);
     CUresult (*error_name)(CUresult, const char **);
 };
@@ -93,7 +94,8 @@ SparseDeviceRange::SparseDeviceRange(uint64_t bytes, const std::vector<Piece> &w
         const uint64_t hi = (p.offset + p.bytes + gran - 1) / gran * gran;
         w.push_back({lo, hi - lo});
     }
-    std::sort(w.begin(), w.end(), [](const Piece &a, const Piece &b) { return a.offset < b.offset; });
+    std::sort(w.begin(), w.end(),
+              [](const Piece &a, const Piece &b) { return a.offset < b.offset; });
     for (const Piece &p : w) {
         if (!pieces_.empty() && p.offset <= pieces_.back().offset + pieces_.back().bytes) {
             Piece &last = pieces_.back();
@@ -141,7 +143,8 @@ void SparseDeviceRange::release() {
 
 void SparseDeviceRange::fill16(uint16_t pattern) {
     for (const Piece &p : pieces_)
-        check(vmm().memset_d16(reinterpret_cast<CUdeviceptr>(base_ + p.offset), pattern, p.bytes / 2),
+        check(vmm().memset_d16(reinterpret_cast<CUdeviceptr>(base_ + p.offset), pattern,
+                               p.bytes / 2),
               "cuMemsetD16");
     FMHA_TEST_CUDA(cudaDeviceSynchronize());
 }

@@ -22,10 +22,12 @@ namespace fmha_test {
 //  - dense Q, K, V, O: batch b's block starts at b x batch_bytes (V, Q and O
 //    a few MiB further each, so no two tensors share a batch stride);
 //  - paged K/V: the odd pages move page_shift_bytes up (the block table and
-//    num_pages follow; the even pages stay, holding NaN where odd ones were);
+//    num_pages follow, the pool ending with the last odd page; the even
+//    pages stay, holding NaN where odd ones were);
 //  - packed K/V (cu_seqlens_k): sequence b's rows start b x key_shift_bytes
 //    further (cu_seqlens_k and total_k follow; each moved sequence gets
-//    unused rows, so the case needs seqused_k within its keys);
+//    unused rows without memory, so the case needs seqused_k within its
+//    keys; 0 keeps the rows packed);
 //  - packed Q/O (cu_seqlens_q, BSHD): row r starts at r x query_row_bytes.
 struct FarPlacement {
     uint64_t batch_bytes = uint64_t(68) << 30;
@@ -102,6 +104,12 @@ public:
     uint64_t largest_offset() const;
     // The moved block table (paged K/V), as uploaded.
     const std::vector<int32_t> &far_block_table() const { return block_table_far_; }
+    // Replaces the device copies of cu_seqlens_q, cu_seqlens_k and
+    // seqused_k (each where given and the case has it) with other values, as
+    // a broken caller would pass; restore_lengths() puts the right ones back.
+    void upload_lengths(const std::vector<int32_t> *cu_q, const std::vector<int32_t> *cu_k,
+                        const std::vector<int32_t> *seqused);
+    void restore_lengths();
 
 private:
     void place_pages(FarTensor &t);

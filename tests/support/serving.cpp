@@ -592,6 +592,37 @@ fmha_tensors ServingData::tensors() const {
     return t;
 }
 
+void ServingData::upload_inputs(const ServingHost &from) {
+    const ServingCase &a = config(), &b = from.config();
+    const struct {
+        DeviceBuffer *buf;
+        size_t elems;
+        const void *host;
+        const char *name;
+    } arrays[] = {
+        {&q, from.host_q().size(), from.host_q().data(), "q"},
+        {&k, from.host_k().size(), from.host_k().data(), "k"},
+        {&v, from.host_v().size(), from.host_v().data(), "v"},
+        {&sinks, from.host_sinks().size(), from.host_sinks().data(), "sinks"},
+        {&cu_q, b.varlen_q ? from.host_cu_q().size() : 0, from.host_cu_q().data(), "cu_seqlens_q"},
+        {&cu_k, b.cu_seqlens_k ? from.host_cu_k().size() : 0, from.host_cu_k().data(),
+         "cu_seqlens_k"},
+        {&seqused, b.seqused.size(), b.seqused.data(), "seqused_k"},
+        {&block_table, b.keys == KeyLayout::PAGED ? from.host_block_table().size() : 0,
+         from.host_block_table().data(), "block_table"},
+    };
+    if (a.dtype != b.dtype || a.layout != b.layout || a.keys != b.keys ||
+        o_layout.alloc_elems != from.o_layout.alloc_elems)
+        throw std::invalid_argument("ServingData::upload_inputs: another dtype, layout or O size");
+    for (const auto &x : arrays) {
+        if (x.buf->elems() != x.elems)
+            throw std::invalid_argument(std::string("ServingData::upload_inputs: ") + x.name +
+                                        " has " + std::to_string(x.elems) +
+                                        " elements, the buffer " + std::to_string(x.buf->elems()));
+        if (x.elems > 0) x.buf->upload(x.host);
+    }
+}
+
 void ServingData::prefill_outputs() {
     o.fill(kOutputPrefill16);
     if (config().write_lse) lse.fill(kOutputPrefill32);

@@ -262,6 +262,12 @@ public:
     explicit ServingData(const ServingCase &c);
     // Pointers for fmha_run (version 3); only the arrays the case's flags need are set.
     fmha_tensors tensors() const;
+    // Uploads another case's inputs and index arrays (Q, K, V, sinks,
+    // cu_seqlens, seqused_k, block table) into these buffers, as a server
+    // refills the memory a captured graph reads between replays. The cases
+    // must have the same allocations (same batch, head shape, layouts,
+    // total_q, stored keys and pages); throws std::invalid_argument if not.
+    void upload_inputs(const ServingHost &from);
     void prefill_outputs();
     Outputs download() const;
     bool guards_intact(std::string *why) const;

@@ -13,6 +13,7 @@
 #include "fmha_test/gpu.h"
 #include "fmha_test/half.h"
 #include "fmha_test/runner.h"
+#include "fmha_test/serving.h"
 
 namespace fmha_test {
 
@@ -51,6 +52,32 @@ inline std::string describe_plan(const fmha_plan *plan) {
                   i.threads_per_cta, i.shared_memory_bytes,
                   (unsigned long long)i.workspace_bytes);
     return buf;
+}
+
+// A plan and its guard-banded workspace (payload NaN garbage).
+struct PlannedRun {
+    PlanPtr plan;
+    size_t ws_bytes = 0;
+    DeviceBuffer ws;
+    void *workspace() const { return ws_bytes > 0 ? ws.data() : nullptr; }
+};
+
+// For suites that run every family: false (skip this family) where fmha.h
+// documents that `d`'s forced family declines it (documented_unsupported;
+// an explicit HOPPER must take it); any other failure fails the test.
+inline bool plan_family(const fmha_descriptor &d, PlannedRun *out) {
+    fmha_plan *raw = nullptr;
+    const fmha_status st = fmha_create_plan(&raw, &d);
+    out->plan.reset(raw);
+    const std::string msg = fmha_last_error_message();
+    if (st == FMHA_STATUS_NOT_SUPPORTED && d.kernel != FMHA_KERNEL_HOPPER &&
+        documented_unsupported(d, msg))
+        return false;
+    INFO("fmha_create_plan (" << kernel_family_name(d.kernel) << "): " << msg);
+    REQUIRE(st == FMHA_STATUS_SUCCESS);
+    REQUIRE(fmha_plan_workspace_size(raw, &out->ws_bytes) == FMHA_STATUS_SUCCESS);
+    if (out->ws_bytes > 0) out->ws = DeviceBuffer((out->ws_bytes + 1) / 2, 2, kGuard16);
+    return true;
 }
 
 // Waits for the device; fails the test on an asynchronous error.

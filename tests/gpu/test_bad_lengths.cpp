@@ -24,12 +24,6 @@ using namespace fmha_test;
 
 namespace {
 
-std::vector<fmha_kernel_family> families() {
-    const char *env = std::getenv("FMHA_TEST_KERNEL");
-    if (env != nullptr && *env != '\0' && std::string(env) != "auto")
-        return {test_kernel_family()};
-    return {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE, FMHA_KERNEL_HOPPER};
-}
 
 // One set of broken arrays (an empty vector: the case's own).
 struct Broken {
@@ -105,21 +99,12 @@ TEST_CASE("broken length arrays stay inside the tensors", "[gpu][bad-lengths]") 
     for (const BadCase &bc : bad_cases()) {
         const ServingCase &c = bc.c;
         FarData data(c, bc.where);
-        for (fmha_kernel_family k : families()) {
+        for (fmha_kernel_family k : every_family_or_forced()) {
             if (k == FMHA_KERNEL_HOPPER && !hopper_device) continue;
-            const fmha_descriptor desc = data.descriptor(k, c.num_splits);
-            fmha_plan *raw = nullptr;
-            const fmha_status pst = fmha_create_plan(&raw, &desc);
-            PlanPtr plan(raw);
-            if (pst == FMHA_STATUS_NOT_SUPPORTED && k != FMHA_KERNEL_HOPPER &&
-                documented_unsupported(desc, fmha_last_error_message()))
-                continue;
-            INFO(c.name() << " on " << family_name(k) << ": " << fmha_last_error_message());
-            REQUIRE(pst == FMHA_STATUS_SUCCESS);
-            size_t ws_bytes = 0;
-            REQUIRE(fmha_plan_workspace_size(plan.get(), &ws_bytes) == FMHA_STATUS_SUCCESS);
-            DeviceBuffer ws;
-            if (ws_bytes > 0) ws = DeviceBuffer((ws_bytes + 1) / 2, 2, kGuard16);
+            INFO(c.name() << " on " << family_name(k));
+            PlannedRun pr;
+            if (!plan_family(data.descriptor(k, c.num_splits), &pr)) continue;
+            const size_t ws_bytes = pr.ws_bytes;
             for (const Broken &b : bc.broken) {
                 INFO(b.what);
                 data.prefill_outputs();
@@ -128,7 +113,7 @@ TEST_CASE("broken length arrays stay inside the tensors", "[gpu][bad-lengths]") 
                                     b.seqused.empty() ? nullptr : &b.seqused);
                 const fmha_tensors t = data.tensors();
                 const fmha_status st =
-                    fmha_run(plan.get(), &t, ws_bytes ? ws.data() : nullptr, ws_bytes, nullptr);
+                    fmha_run(pr.plan.get(), &t, pr.workspace(), ws_bytes, nullptr);
                 INFO("fmha_run: " << fmha_status_string(st) << " " << fmha_last_error_message());
                 CHECK(st == FMHA_STATUS_SUCCESS);
                 const cudaError_t err = cudaDeviceSynchronize();
@@ -136,7 +121,7 @@ TEST_CASE("broken length arrays stay inside the tensors", "[gpu][bad-lengths]") 
                 REQUIRE(err == cudaSuccess);  // a fault breaks the context: stop here
                 std::string why;
                 const bool guards =
-                    data.guards_intact(&why) && (ws_bytes == 0 || ws.guards_intact(&why));
+                    data.guards_intact(&why) && (ws_bytes == 0 || pr.ws.guards_intact(&why));
                 INFO(why);
                 CHECK(guards);
                 ++runs;

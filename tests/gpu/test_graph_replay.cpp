@@ -24,12 +24,6 @@ using namespace fmha_test;
 
 namespace {
 
-std::vector<fmha_kernel_family> families() {
-    const char *env = std::getenv("FMHA_TEST_KERNEL");
-    if (env != nullptr && *env != '\0' && std::string(env) != "auto")
-        return {test_kernel_family()};
-    return {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE, FMHA_KERNEL_HOPPER};
-}
 
 // The steps of one decode loop: one plan, one capture, a case per replay.
 struct Loop {
@@ -103,34 +97,25 @@ TEST_CASE("a captured run replays over changing lengths, pages and inputs",
     int replays = 0, passed = 0;
     for (const Loop &loop : loops()) {
         const ServingCase &first = loop.steps[0];
-        for (fmha_kernel_family k : families()) {
+        for (fmha_kernel_family k : every_family_or_forced()) {
             if (k == FMHA_KERNEL_HOPPER && !hopper_device) continue;
             INFO(loop.what << " on " << family_name(k));
             ServingData data(first);
             const fmha_descriptor desc = data.descriptor(k, 0);
             for (const ServingCase &c : loop.steps)  // one plan serves every step
                 REQUIRE(same_descriptor(desc, ServingHost(c, false).descriptor(k, 0)));
-            fmha_plan *raw = nullptr;
-            const fmha_status pst = fmha_create_plan(&raw, &desc);
-            PlanPtr plan(raw);
-            if (pst == FMHA_STATUS_NOT_SUPPORTED && k != FMHA_KERNEL_HOPPER &&
-                documented_unsupported(desc, fmha_last_error_message()))
-                continue;
-            INFO(fmha_last_error_message());
-            REQUIRE(pst == FMHA_STATUS_SUCCESS);
-            const std::string plan_text = describe_plan(plan.get());
+            PlannedRun pr;
+            if (!plan_family(desc, &pr)) continue;
+            const std::string plan_text = describe_plan(pr.plan.get());
             INFO(plan_text);
-            size_t ws_bytes = 0;
-            REQUIRE(fmha_plan_workspace_size(plan.get(), &ws_bytes) == FMHA_STATUS_SUCCESS);
-            DeviceBuffer ws;
-            if (ws_bytes > 0) ws = DeviceBuffer((ws_bytes + 1) / 2, 2, kGuard16);
+            const size_t ws_bytes = pr.ws_bytes;
 
             cudaStream_t s;
             REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
             const fmha_tensors t = data.tensors();
             REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
             const fmha_status rst =
-                fmha_run(plan.get(), &t, ws_bytes ? ws.data() : nullptr, ws_bytes, fmha_stream(s));
+                fmha_run(pr.plan.get(), &t, pr.workspace(), ws_bytes, fmha_stream(s));
             const std::string msg = fmha_last_error_message();
             cudaGraph_t graph = nullptr;
             const cudaError_t end = cudaStreamEndCapture(s, &graph);
@@ -153,7 +138,7 @@ TEST_CASE("a captured run replays over changing lengths, pages and inputs",
                 const Comparison cmp = step.compare(data.download());
                 std::string why;
                 const bool guards =
-                    data.guards_intact(&why) && (ws_bytes == 0 || ws.guards_intact(&why));
+                    data.guards_intact(&why) && (ws_bytes == 0 || pr.ws.guards_intact(&why));
                 const bool ok = cmp.o_ok && cmp.lse_ok && cmp.all_written && cmp.gaps_untouched &&
                                 cmp.masked_rows_ok && guards;
                 ++replays;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fmha_test/far_placement.h"
 #include "fmha_test/half.h"
 #include "fmha_test/random.h"
 #include "fmha_test/reference.h"
@@ -444,11 +445,14 @@ struct HostParts {
     Layout part_layout, out_layout;
 };
 
-void run_host_parts(const HostParts &hp, uint64_t seed) {
+// With `far`, every part and the output are placed with their batches 68 GiB
+// apart (FarTensor: only the batches have memory), for 64-bit offsets.
+void run_host_parts(const HostParts &hp, uint64_t seed, bool far = false) {
     INFO(dtype_name(hp.dtype) << " hd" << hp.head_dim << " parts " << hp.num_parts << " b"
                               << hp.batch << " sq" << hp.seqlen_q << " H" << hp.heads << " parts "
                               << layout_name(hp.part_layout) << " out " << layout_name(hp.out_layout)
-                              << " seed " << seed);
+                              << (far ? " far" : "") << " seed " << seed);
+    const uint64_t far_batch = uint64_t(68) << 30;
     const int64_t B = hp.batch, Sq = hp.seqlen_q, H = hp.heads, D = hp.head_dim;
     const size_t rows = size_t(B * H * Sq);
     const TensorLayout pl = make_layout(hp.part_layout, B, Sq, H, D);
@@ -458,6 +462,7 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
     std::uniform_real_distribution<float> garbage(-1000.0f, 1000.0f);
     MergeInput in = merge_input(hp.dtype, B, Sq, H, D);
     std::vector<DeviceBuffer> po, plse;
+    std::vector<FarTensor> po_far;
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int32_t p = 0; p < hp.num_parts; ++p) {
         std::vector<uint16_t> host_o(pl.alloc_elems, kGuard16);
@@ -484,46 +489,67 @@ void run_host_parts(const HostParts &hp, uint64_t seed) {
                         lo[row * size_t(D) + size_t(d)] = lowp_to_float(x, hp.dtype);
                     }
                 }
-        po.emplace_back(pl.alloc_elems, 2, kGuard16);
+        if (far) {
+            po_far.push_back(FarTensor::batches("o_parts", pl, B, far_batch));
+            po_far.back().back(&host_o, kGuard16);
+        } else {
+            po.emplace_back(pl.alloc_elems, 2, kGuard16);
+            po.back().upload(host_o.data());
+        }
         plse.emplace_back(rows, 4, kGuard32);
-        po.back().upload(host_o.data());
         plse.back().upload(host_lse.data());
         in.o.push_back(std::move(lo));
         in.lse.push_back(std::move(ll));
     }
     fmha_merge_descriptor md = merge_desc(1, in);
-    md.part_strides = pl.strides;
-    md.o_strides = ol.strides;
+    FarTensor out_far;
+    if (far) {
+        out_far = FarTensor::batches("o", ol, B, far_batch + (uint64_t(2) << 20));
+        out_far.back(nullptr, kOutputPrefill16);
+    }
+    md.part_strides = far ? po_far[0].strides : pl.strides;
+    md.o_strides = far ? out_far.strides : ol.strides;
     md.num_parts = hp.num_parts;
     PlanPtr plan = make_merge_plan(md);
     size_t ws = 1;
     if (fmha_plan_workspace_size(plan.get(), &ws) == FMHA_STATUS_SUCCESS)
         CHECK(ws == 0u);  // fmha_run_merge takes no workspace
-    DeviceBuffer out(ol.alloc_elems, 2, kGuard16), out_lse(rows, 4, kGuard32);
-    out.fill(kOutputPrefill16);
+    DeviceBuffer out(far ? 0 : ol.alloc_elems, 2, kGuard16), out_lse(rows, 4, kGuard32);
+    if (!far) out.fill(kOutputPrefill16);
     out_lse.fill(kOutputPrefill32);
     std::vector<const void *> o_parts;
     std::vector<const float *> lse_parts;
     for (int32_t p = 0; p < hp.num_parts; ++p) {
-        o_parts.push_back(static_cast<const uint16_t *>(po[size_t(p)].data()) + pl.offset);
+        o_parts.push_back(far ? po_far[size_t(p)].data()
+                              : static_cast<const uint16_t *>(po[size_t(p)].data()) + pl.offset);
         lse_parts.push_back(static_cast<const float *>(plse[size_t(p)].data()));
     }
     FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
                         fmha_run_merge(plan.get(), o_parts.data(), lse_parts.data(),
-                                       static_cast<uint16_t *>(out.data()) + ol.offset,
+                                       far ? out_far.data()
+                                           : static_cast<uint16_t *>(out.data()) + ol.offset,
                                        static_cast<float *>(out_lse.data()), nullptr));
     sync_or_fail();
-    const std::vector<uint16_t> got = download_all<uint16_t>(out);
+    std::vector<uint16_t> got(ol.alloc_elems, kOutputPrefill16);
+    if (far) out_far.download(got);
+    else out.download(got.data());
     const std::vector<float> got_lse = download_all<float>(out_lse);
     const MergeCheck m = check_merged(hp.dtype, B, H, Sq, D, ol, got, &got_lse,
                                       merge_reference_fp64(in), merge_reference_lowp(in));
-    std::printf("merge (host parts): %s hd%lld %d parts seed=0x%016llx: %s\n",
-                dtype_name(hp.dtype), (long long)D, hp.num_parts, (unsigned long long)seed,
-                describe(m).c_str());
+    std::printf("merge (host parts%s): %s hd%lld %d parts seed=0x%016llx: %s\n",
+                far ? ", batches 68 GiB apart" : "", dtype_name(hp.dtype), (long long)D,
+                hp.num_parts, (unsigned long long)seed, describe(m).c_str());
     INFO(describe(m));
     check_verdicts(m);
     CHECK(m.empty_rows > 0);  // rows i % 7 == 3 exist in every case here
-    check_guards(out, "o");
+    if (far) {
+        std::string why;
+        const bool untouched = out_far.outside_untouched(kOutputPrefill16, &why);
+        INFO(why);
+        CHECK(untouched);
+    } else {
+        check_guards(out, "o");
+    }
     check_guards(out_lse, "lse");
     for (size_t p = 0; p < po.size(); ++p) {
         check_guards(po[p], "o_parts[" + std::to_string(p) + "]");
@@ -556,6 +582,16 @@ TEST_CASE("merge: host-made parts, rows no part saw, up to 64 parts", "[gpu][mer
     for (const HostParts &hp : cases) run_host_parts(hp, case_seed(base_seed(), i++));
 }
 
+TEST_CASE("merge: parts and output with batches 68 GiB apart", "[gpu][merge][large-offsets]") {
+    FMHA_REQUIRE_GPU();
+    const HostParts cases[] = {
+        {FMHA_DTYPE_BF16, 128, 3, 3, 5, 4, Layout::BSHD, Layout::BHSD},
+        {FMHA_DTYPE_FP16, 512, 2, 2, 3, 2, Layout::BHSD, Layout::BSHD},
+    };
+    uint64_t i = 27200;
+    for (const HostParts &hp : cases) run_host_parts(hp, case_seed(base_seed(), i++), true);
+}
+
 TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
     FMHA_REQUIRE_GPU();
     const int64_t B = 2, Sq = 5, H = 3, D = 64;
@@ -566,6 +602,7 @@ TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
     md.num_parts = 3;
     PlanPtr plan = make_merge_plan(md);
     std::vector<DeviceBuffer> po, plse;
+    std::vector<FarTensor> po_far;
     // Part p: O = 2^p everywhere (bf16 1, 2, 4) with LSE = log 2^p, so the
     // weights are 1/7, 2/7, 4/7 and the exact merge is O = 3, LSE = log 7;
     // a weight paired with the wrong part would give another value (12/7).

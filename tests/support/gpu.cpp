@@ -62,6 +62,11 @@ fmha_kernel_family test_kernel_family() {
                                 "\": must be auto, portable, hopper or decode");
 }
 
+std::vector<fmha_kernel_family> every_family_or_forced() {
+    if (test_kernel_family() != FMHA_KERNEL_AUTO) return {test_kernel_family()};
+    return {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE, FMHA_KERNEL_HOPPER};
+}
+
 const char *kernel_family_name(int family) {
     switch (family) {
     case FMHA_KERNEL_AUTO: return "auto";

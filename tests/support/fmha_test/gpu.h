@@ -2,6 +2,7 @@
 // GPU tests ask for.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "fmha/fmha.h"
 
@@ -19,5 +20,10 @@ int current_device_sm();
 // "hopper". Anything else throws std::invalid_argument.
 fmha_kernel_family test_kernel_family();
 const char *kernel_family_name(int family);
+
+// For suites that run each case on every family themselves: AUTO, PORTABLE,
+// DECODE and HOPPER, or only the family FMHA_TEST_KERNEL names when it names
+// one (so test-gpu.sh's forced-family steps run just that one).
+std::vector<fmha_kernel_family> every_family_or_forced();
 
 }  // namespace fmha_test

@@ -212,19 +212,20 @@ typedef struct fmha_strides {
  *  without FMHA_FLAG_PAGED_KV also its rows of K and V packed
  *  [total_k, kv_heads, dim] (entries clamped to [0, total_k], as for Q).
  *  seqlen_k is the maximum length; a longer sequence uses only its first
- *  seqlen_k keys. Masks and windows use each sequence's own lengths: the
- *  bottom-right diagonal of sequence b is len_k(b) - len_q(b). Key rows a
- *  sequence does not use may hold anything (NaN included). */
+ *  seqlen_k keys, and a negative difference (or, from a broken array, one
+ *  past 2^31-1) counts as none. Masks and windows use each sequence's own
+ *  lengths: the bottom-right diagonal of sequence b is len_k(b) - len_q(b).
+ *  Key rows a sequence does not use may hold anything (NaN included). */
 #define FMHA_FLAG_VARLEN_K 0x8u
 /** Keys used per sequence (version 3): fmha_tensors.seqused_k (int32, batch
  *  entries) says how many keys sequence b uses (e.g. the filled part of a
  *  cache). It overrides the length from cu_seqlens_k or seqlen_k; a larger
  *  value is clamped to seqlen_k and, for packed K/V, to the sequence's
- *  cu_seqlens_k length (a host copy given to fmha_check_block_table must
- *  instead hold each value in [0, seqlen_k]). The rows past it must still
- *  be memory of K and V as the descriptor describes them (a dense cache:
- *  seqlen_k rows per sequence): the decode kernel may read them, and never
- *  uses them. */
+ *  cu_seqlens_k length, a negative one to 0 (a host copy given to
+ *  fmha_check_block_table must instead hold each value in [0, seqlen_k]).
+ *  The rows past it must still be memory of K and V as the descriptor
+ *  describes them (a dense cache: seqlen_k rows per sequence): the decode
+ *  kernel may read them, and never uses them. */
 #define FMHA_FLAG_SEQUSED_K 0x10u
 /** Paged KV cache (version 3): K and V are [num_pages, page_size,
  *  kv_heads, dim] with k_strides.batch / v_strides.batch the page stride;

@@ -46,7 +46,10 @@ __device__ __forceinline__ Sequence sequence_of(const FwdParams &p, int b) {
             end = min(max(end, begin), p.total_k);
             s.k_row0 = begin;
         }
-        len_k = end - begin;
+        // Wrapping (unsigned) subtraction: a broken array may hold INT32_MIN
+        // and INT32_MAX, and a signed overflow would be undefined. A wrapped
+        // difference is negative and counts as no keys below.
+        len_k = static_cast<int>(static_cast<unsigned>(end) - static_cast<unsigned>(begin));
     }
     if (p.seqused_k != nullptr) {
         // Never past the sequence's own packed rows.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -31,64 +30,6 @@ std::string gib(double bytes) {
 }
 
 }  // namespace
-
-FarData::FarData(const ServingCase &c, const FarPlacement &where, bool on_device)
-    : ServingHost(c, on_device), where_(where) {
-    if (c.layout != Layout::BSHD && c.layout != Layout::BHSD)
-        throw std::invalid_argument("FarData: BSHD and BHSD layouts only (a sliced view starts "
-                                    "inside its allocation)");
-    if (c.declared_pages > 0)
-        throw std::invalid_argument("FarData: a declared pool has no compact pages to move");
-    q_.name = "q";
-    k_.name = "k";
-    v_.name = "v";
-    o_.name = "o";  // (FarTensor::batches names its own)
-    // Q and O.
-    if (c.varlen_q) {
-        place_query_rows(q_);
-        place_query_rows(o_);
-    } else {
-        q_ = FarTensor::batches("q", q_layout, c.batch(), where.batch_bytes + 2 * kMiB);
-        o_ = FarTensor::batches("o", o_layout, c.batch(), where.batch_bytes + 6 * kMiB);
-    }
-    // K and V.
-    switch (c.keys) {
-    case KeyLayout::DENSE:
-        k_ = FarTensor::batches("k", k_layout, c.batch(), where.batch_bytes);
-        v_ = FarTensor::batches("v", k_layout, c.batch(), where.batch_bytes + 4 * kMiB);
-        break;
-    case KeyLayout::PAGED:
-        place_pages(k_);
-        place_pages(v_);
-        break;
-    case KeyLayout::PACKED:
-        place_key_rows(k_);
-        place_key_rows(v_);
-        break;
-    }
-    if (!on_device) return;
-    q_.back(&host_q(), kGuard16);
-    k_.back(&host_k(), kGuard16);
-    v_.back(&host_v(), kGuard16);
-    o_.back(nullptr, kOutputPrefill16);
-
-    // The small arrays stay in ordinary guard-banded buffers.
-    auto ints = [](const std::vector<int32_t> &host) {
-        DeviceBuffer buf(host.size(), 4, kGuard32);
-        if (!host.empty()) buf.upload(host.data());
-        return buf;
-    };
-    if (c.write_lse) lse_ = DeviceBuffer(lse_elems(), 4, kGuard32);
-    if (c.sinks) {
-        sinks_ = DeviceBuffer(host_sinks().size(), 4, kGuard32);
-        sinks_.upload(host_sinks().data());
-    }
-    if (c.varlen_q) cu_q_ = ints(host_cu_q());
-    if (c.cu_seqlens_k) cu_k_ = ints(c.keys == KeyLayout::PACKED ? cu_k_far_ : host_cu_k());
-    if (!c.seqused.empty()) seqused_ = ints(c.seqused);
-    if (c.keys == KeyLayout::PAGED) block_table_ = ints(block_table_far_);
-    prefill_outputs();
-}
 
 FarTensor FarTensor::batches(const char *name, const TensorLayout &compact, int64_t outer,
                              uint64_t stride_bytes) {
@@ -154,6 +95,64 @@ uint64_t FarTensor::largest_offset() const {
     for (const Segment &s : segments)
         top = std::max(top, uint64_t((s.far + s.count - 1) * kElemBytes));
     return top;
+}
+
+FarData::FarData(const ServingCase &c, const FarPlacement &where, bool on_device)
+    : ServingHost(c, on_device), where_(where) {
+    if (c.layout != Layout::BSHD && c.layout != Layout::BHSD)
+        throw std::invalid_argument("FarData: BSHD and BHSD layouts only (a sliced view starts "
+                                    "inside its allocation)");
+    if (c.declared_pages > 0)
+        throw std::invalid_argument("FarData: a declared pool has no compact pages to move");
+    q_.name = "q";  // the names of the tensors the place_* functions move
+    k_.name = "k";
+    v_.name = "v";
+    o_.name = "o";
+    // Q and O.
+    if (c.varlen_q) {
+        place_query_rows(q_);
+        place_query_rows(o_);
+    } else {
+        q_ = FarTensor::batches("q", q_layout, c.batch(), where.batch_bytes + 2 * kMiB);
+        o_ = FarTensor::batches("o", o_layout, c.batch(), where.batch_bytes + 6 * kMiB);
+    }
+    // K and V.
+    switch (c.keys) {
+    case KeyLayout::DENSE:
+        k_ = FarTensor::batches("k", k_layout, c.batch(), where.batch_bytes);
+        v_ = FarTensor::batches("v", k_layout, c.batch(), where.batch_bytes + 4 * kMiB);
+        break;
+    case KeyLayout::PAGED:
+        place_pages(k_);
+        place_pages(v_);
+        break;
+    case KeyLayout::PACKED:
+        place_key_rows(k_);
+        place_key_rows(v_);
+        break;
+    }
+    if (!on_device) return;
+    q_.back(&host_q(), kGuard16);
+    k_.back(&host_k(), kGuard16);
+    v_.back(&host_v(), kGuard16);
+    o_.back(nullptr, kOutputPrefill16);
+
+    // The small arrays stay in ordinary guard-banded buffers.
+    auto ints = [](const std::vector<int32_t> &host) {
+        DeviceBuffer buf(host.size(), 4, kGuard32);
+        if (!host.empty()) buf.upload(host.data());
+        return buf;
+    };
+    if (c.write_lse) lse_ = DeviceBuffer(lse_elems(), 4, kGuard32);
+    if (c.sinks) {
+        sinks_ = DeviceBuffer(host_sinks().size(), 4, kGuard32);
+        sinks_.upload(host_sinks().data());
+    }
+    if (c.varlen_q) cu_q_ = ints(host_cu_q());
+    if (c.cu_seqlens_k) cu_k_ = ints(c.keys == KeyLayout::PACKED ? cu_k_far_ : host_cu_k());
+    if (!c.seqused.empty()) seqused_ = ints(c.seqused);
+    if (c.keys == KeyLayout::PAGED) block_table_ = ints(block_table_far_);
+    prefill_outputs();
 }
 
 // Odd pages move up by `shift` pages; the block table follows.

@@ -10,17 +10,26 @@
 namespace fmha {
 namespace {
 
-// The `_paged` entry points carry the paged copy path (and only they do).
-const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
-    static const char *const kNames[2][2][4] = {
-        {{"fmha_fwd_portable_fp16_hd64", "fmha_fwd_portable_fp16_hd96",
-          "fmha_fwd_portable_fp16_hd128", "fmha_fwd_portable_fp16_hd256"},
-         {"fmha_fwd_portable_paged_fp16_hd64", "fmha_fwd_portable_paged_fp16_hd96",
-          "fmha_fwd_portable_paged_fp16_hd128", "fmha_fwd_portable_paged_fp16_hd256"}},
-        {{"fmha_fwd_portable_bf16_hd64", "fmha_fwd_portable_bf16_hd96",
-          "fmha_fwd_portable_bf16_hd128", "fmha_fwd_portable_bf16_hd256"},
-         {"fmha_fwd_portable_paged_bf16_hd64", "fmha_fwd_portable_paged_bf16_hd96",
-          "fmha_fwd_portable_paged_bf16_hd128", "fmha_fwd_portable_paged_bf16_hd256"}}};
+// The `_paged` entry points carry the paged copy path (and only they do);
+// the `_short` ones the 64-row query block (hd256 has only that block).
+const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged, bool short_queries) {
+    static const char *const kNames[2][2][2][4] = {
+        {{{"fmha_fwd_portable_fp16_hd64", "fmha_fwd_portable_fp16_hd96",
+           "fmha_fwd_portable_fp16_hd128", "fmha_fwd_portable_fp16_hd256"},
+          {"fmha_fwd_portable_paged_fp16_hd64", "fmha_fwd_portable_paged_fp16_hd96",
+           "fmha_fwd_portable_paged_fp16_hd128", "fmha_fwd_portable_paged_fp16_hd256"}},
+         {{"fmha_fwd_portable_short_fp16_hd64", "fmha_fwd_portable_short_fp16_hd96",
+           "fmha_fwd_portable_short_fp16_hd128", "fmha_fwd_portable_fp16_hd256"},
+          {"fmha_fwd_portable_paged_short_fp16_hd64", "fmha_fwd_portable_paged_short_fp16_hd96",
+           "fmha_fwd_portable_paged_short_fp16_hd128", "fmha_fwd_portable_paged_fp16_hd256"}}},
+        {{{"fmha_fwd_portable_bf16_hd64", "fmha_fwd_portable_bf16_hd96",
+           "fmha_fwd_portable_bf16_hd128", "fmha_fwd_portable_bf16_hd256"},
+          {"fmha_fwd_portable_paged_bf16_hd64", "fmha_fwd_portable_paged_bf16_hd96",
+           "fmha_fwd_portable_paged_bf16_hd128", "fmha_fwd_portable_paged_bf16_hd256"}},
+         {{"fmha_fwd_portable_short_bf16_hd64", "fmha_fwd_portable_short_bf16_hd96",
+           "fmha_fwd_portable_short_bf16_hd128", "fmha_fwd_portable_bf16_hd256"},
+          {"fmha_fwd_portable_paged_short_bf16_hd64", "fmha_fwd_portable_paged_short_bf16_hd96",
+           "fmha_fwd_portable_paged_short_bf16_hd128", "fmha_fwd_portable_paged_bf16_hd256"}}}};
     int d;
     switch (head_dim) {
     case 64: d = 0; break;
@@ -29,7 +38,7 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, bool paged) {
     case 256: d = 3; break;
     default: return nullptr;
     }
-    return kNames[dtype == FMHA_DTYPE_BF16][paged][d];
+    return kNames[dtype == FMHA_DTYPE_BF16][short_queries][paged][d];
 }
 
 fmha_status portable_launch(const fmha_plan &plan, const fmha_tensors &t, void *,
@@ -50,7 +59,12 @@ fmha_status portable_configure(const Problem &p, KernelChoice *out) {
                     "head_dim %lld / num_splits %d: head_dim 512 and split-KV run on the "
                     "decode and Hopper kernels",
                     (long long)p.head_dim, p.num_splits);
-    const TileShape tile = portable_tile(static_cast<int>(p.head_dim));
+    // At most 64 query rows per sequence (multi-token decode): the 64-row
+    // block. A 128-row one wasted half its MMAs and ran T=32 over pages of
+    // 16 1.8x slower (kernel notes p9).
+    const bool short_queries = p.seqlen_q <= kPortableShortRows;
+    const int head_dim = static_cast<int>(p.head_dim);
+    const TileShape tile = portable_tile(head_dim, short_queries, p.paged_kv);
     const int64_t m_blocks = (p.seqlen_q + tile.block_m - 1) / tile.block_m;
     // In double: the product may not fit 64 bits.
     if (double(m_blocks) * double(p.num_q_heads) * double(p.batch) > double(INT_MAX))
@@ -61,11 +75,11 @@ fmha_status portable_configure(const Problem &p, KernelChoice *out) {
     KernelChoice c;
     c.family = FMHA_KERNEL_PORTABLE;
     c.image_family = "portable";
-    c.kernel_name = kernel_name(p.dtype, p.head_dim, p.paged_kv);
+    c.kernel_name = kernel_name(p.dtype, p.head_dim, p.paged_kv, short_queries);
     c.tile_m = tile.block_m;
     c.tile_n = tile.block_n;
     c.threads = tile.threads;
-    c.smem_bytes = portable_smem_bytes(static_cast<int>(p.head_dim));
+    c.smem_bytes = portable_smem_bytes(head_dim, short_queries, p.paged_kv);
     c.workspace_bytes = 0;
     c.launch = portable_launch;
     *out = c;

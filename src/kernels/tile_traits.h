@@ -16,18 +16,36 @@ struct TileShape {
     int threads;  // per CTA
 };
 
-// Portable mma.sync kernel: 4 warps of 16 query rows each. hd256 halves the
-// key tile so Q + K + V stay under sm_120's 99 KB of shared memory.
-FMHA_HOST_DEVICE constexpr TileShape portable_tile(int head_dim) {
-    return head_dim == 256 ? TileShape{64, 32, 128} : TileShape{64, 64, 128};
+// Portable mma.sync kernel: 4 warps with one or two 16-row MMA tiles each.
+// Two (a 128-row query block) let every K and V fragment a warp reads from
+// shared memory feed two MMAs; problems of at most kPortableShortRows query
+// rows per sequence (multi-token decode) take one, which wastes no more than
+// half a block. hd256 always takes one (two tiles' accumulators do not fit in
+// registers), and over pages a 32-key tile: at 64 keys a thread holds 16
+// block-table entries and spills (kernel notes p11). Q + K + V stay within
+// sm_86/89/120's 99 KB of shared memory (contiguous hd256: 64 + 2 x 64 rows
+// of 528 bytes, exactly 99 KB).
+constexpr int kPortableShortRows = 64;
+
+FMHA_HOST_DEVICE constexpr TileShape portable_tile(int head_dim, bool short_queries, bool paged) {
+    return head_dim == 256   ? TileShape{64, paged ? 32 : 64, 128}
+           : short_queries ? TileShape{64, 64, 128}
+                           : TileShape{128, 64, 128};
+}
+
+// CTAs per SM the register budget is set for (__launch_bounds__): 256
+// threads an SM, so each thread may use up to 255 registers.
+FMHA_HOST_DEVICE constexpr int portable_min_ctas(int head_dim, bool short_queries, bool paged) {
+    return 256 / portable_tile(head_dim, short_queries, paged).threads;
 }
 
 // Rows are padded by 8 elements (16 bytes) so ldmatrix reads of 8 rows hit
 // 8 distinct 16-byte bank groups.
 FMHA_HOST_DEVICE constexpr int portable_smem_row(int head_dim) { return head_dim + 8; }
 
-FMHA_HOST_DEVICE constexpr int portable_smem_bytes(int head_dim) {
-    return (portable_tile(head_dim).block_m + 2 * portable_tile(head_dim).block_n) *
+FMHA_HOST_DEVICE constexpr int portable_smem_bytes(int head_dim, bool short_queries, bool paged) {
+    return (portable_tile(head_dim, short_queries, paged).block_m +
+            2 * portable_tile(head_dim, short_queries, paged).block_n) *
            portable_smem_row(head_dim) * 2;
 }
 

@@ -211,6 +211,53 @@ TEST_CASE("fake sm_80: portable plans for every dtype and head dim", "[cpu][fake
     CHECK(f.stats().primary_retained == retained);  // and gives it back
 }
 
+// The portable kernel's query block: 128 rows, or 64 (the `_short` entry
+// points) where no sequence has more than 64 query rows; hd256 has only the
+// 64-row block. The launch covers every row with blocks of the planned size.
+TEST_CASE("fake sm_80: the portable kernel's query block follows seqlen_q", "[cpu][fake-driver]") {
+    Fake &f = fresh_fake(80);
+    for (int64_t hd : {64, 96, 128, 256})
+        for (int64_t sq : {1, 64, 65, 128, 129, 300}) {
+            INFO("hd " << hd << " seqlen_q " << sq);
+            fmha_descriptor d = make_desc(FMHA_DTYPE_FP16, hd, Layout::BSHD, sq);
+            d.kernel = FMHA_KERNEL_PORTABLE;
+            Plan plan;
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+            const fmha_plan_info i = info_of(plan.p);
+            const bool short_block = sq <= 64 && hd != 256;
+            const int64_t block = hd == 256 || sq <= 64 ? 64 : 128;
+            CHECK(std::string(i.kernel_name) ==
+                  std::string("fmha_fwd_portable") + (short_block ? "_short" : "") + "_fp16_hd" +
+                      std::to_string(hd));
+            CHECK(i.tile_m == block);
+            CHECK(i.tile_n == 64);
+            CHECK(i.threads_per_cta == 128);
+            // Q plus one K and one V tile of 64 rows, rows padded by 16 bytes.
+            CHECK(int64_t(i.shared_memory_bytes) == (block + 128) * (hd + 8) * 2);
+            CHECK(i.shared_memory_bytes <= 99 * 1024);  // sm_86/89/120 opt-in limit
+            const fmha_tensors t = fake_tensors();
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+            const fake_cuda_launch l = launch_as_planned(f, i);
+            CHECK(l.grid[0] == static_cast<unsigned>((sq + block - 1) / block * d.num_q_heads * d.batch));
+        }
+    // Over pages, hd256 keeps its 32-key tile (kernel notes p11).
+    fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 256);
+    d.kernel = FMHA_KERNEL_PORTABLE;
+    d.flags |= FMHA_FLAG_PAGED_KV | FMHA_FLAG_SEQUSED_K;
+    d.page_size = 16;
+    d.max_pages_per_seq = (d.seqlen_k + d.page_size - 1) / d.page_size;
+    d.num_pages = d.batch * d.max_pages_per_seq;
+    REQUIRE(fmha_strides_bshd(&d.k_strides, d.page_size, d.num_kv_heads, 256) == FMHA_STATUS_SUCCESS);
+    d.v_strides = d.k_strides;
+    Plan plan;
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+    const fmha_plan_info i = info_of(plan.p);
+    CHECK(std::string(i.kernel_name) == "fmha_fwd_portable_paged_bf16_hd256");
+    CHECK(i.tile_m == 64);
+    CHECK(i.tile_n == 32);
+    CHECK(i.shared_memory_bytes == (64 + 2 * 32) * (256 + 8) * 2);
+}
+
 TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-driver]") {
     const int ptx = fmha_embedded_ptx_arch();
     for (int sm : {80, 86, 89, 90, 100, 120}) {
@@ -1947,9 +1994,11 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
             const fmha_plan_info i = info_of(plan.p);
             CHECK(i.kernel_family == (sm == 90 ? r.sm90 : r.sm80));
             // Paged problems take the portable kernel's `_paged` entry points.
+            // Up to 64 query rows, the `_short` ones (the 64-row query block).
             if (i.kernel_family == FMHA_KERNEL_PORTABLE)
-                CHECK(std::string(i.kernel_name) == (r.page_size > 0 ? "fmha_fwd_portable_paged_bf16_hd128"
-                                                                     : "fmha_fwd_portable_bf16_hd128"));
+                CHECK(std::string(i.kernel_name) ==
+                      std::string("fmha_fwd_portable") + (r.page_size > 0 ? "_paged" : "") +
+                          (r.seqlen_q <= 64 ? "_short" : "") + "_bf16_hd128");
         }
 }
 

@@ -35,24 +35,29 @@ fmha_status encode(const Driver *drv, CUtensorMap *map, fmha_dtype dtype, const 
         sizes[i + 1] = cuuint64_t(outer[i].size);
         byte_strides[i] = outer[i].size == 1 ? cuuint64_t(span) : cuuint64_t(outer[i].stride * bytes);
     }
-    // cuTensorMapEncodeTiled's limits, checked here so that a plan declines
-    // what a run could not encode (the other kernels address memory freely).
-    for (int i = 0; i < rank - 1; ++i) {
-        if (sizes[i + 1] > kMaxExtent)
-            return fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "descriptor: the Hopper kernel's TMA map of %s would have %llu entries "
-                        "(rows, heads or pages) in one dimension, and TMA takes at most 2^32 "
-                        "(the decode and portable kernels have no such limit)",
-                        name, (unsigned long long)sizes[i + 1]);
-        if (byte_strides[i] >= kMaxStrideBytes)
-            return fail(FMHA_STATUS_NOT_SUPPORTED,
-                        "descriptor.%s_strides is (batch %lld, seq %lld, head %lld) elements: "
-                        "the Hopper kernel's TMA map would step %llu bytes, and TMA takes "
-                        "strides below 2^40 bytes (the decode and portable kernels take any)",
-                        name, (long long)strides.batch, (long long)strides.seq,
-                        (long long)strides.head, (unsigned long long)byte_strides[i]);
+    // cuTensorMapEncodeTiled's limits, checked when the plan builds the maps
+    // without pointers (map == nullptr), so that it declines what a run could
+    // not encode (the other kernels address memory freely). A run encodes the
+    // plan's dims and strides again, so it does not repeat the check.
+    if (map == nullptr) {
+        for (int i = 0; i < rank - 1; ++i) {
+            if (sizes[i + 1] > kMaxExtent)
+                return fail(FMHA_STATUS_NOT_SUPPORTED,
+                            "descriptor: the Hopper kernel's TMA map of %s would have %llu "
+                            "entries (rows, heads or pages) in one dimension, and TMA takes at "
+                            "most 2^32 (the decode and portable kernels have no such limit)",
+                            name, (unsigned long long)sizes[i + 1]);
+            if (byte_strides[i] >= kMaxStrideBytes)
+                return fail(FMHA_STATUS_NOT_SUPPORTED,
+                            "descriptor.%s_strides is (batch %lld, seq %lld, head %lld) "
+                            "elements: the Hopper kernel's TMA map would step %llu bytes, and "
+                            "TMA takes strides below 2^40 bytes (the decode and portable kernels "
+                            "take any)",
+                            name, (long long)strides.batch, (long long)strides.seq,
+                            (long long)strides.head, (unsigned long long)byte_strides[i]);
+        }
+        return FMHA_STATUS_SUCCESS;
     }
-    if (map == nullptr) return FMHA_STATUS_SUCCESS;  // the plan's check
     const CUtensorMapDataType type = dtype == FMHA_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     CUresult res = drv->tensor_map_encode_tiled(

@@ -319,8 +319,8 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // µs; 64 rows and more 3-4.5x slower there; over pages of 16, gathered
     // since h40, the two are within 6% either way at 16 rows).
     if (p.head_dim == 512) {
-        return !hopper_runs_it ||
-               (sm90_pages_gathered(p.paged_kv, p.page_size, 512) && rows_per_kv_head <= kDecodeRows);
+        const bool gathered = sm90_pages_gathered(p.paged_kv, p.page_size, static_cast<int>(p.head_dim));
+        return !hopper_runs_it || (gathered && rows_per_kv_head <= kDecodeRows);
     }
     // One 16-row tile per KV head: the decode kernel reads K/V once and
     // streams them 3-8% faster than the Hopper kernel (hd128 T=1 rows); at

@@ -121,4 +121,10 @@ bool all_guards_intact(std::initializer_list<NamedBuffer> buffers, std::string *
     return true;
 }
 
+DeviceBuffer int32_buffer(const std::vector<int32_t> &host, uint32_t guard_pattern) {
+    DeviceBuffer buf(host.size(), 4, guard_pattern);
+    if (!host.empty()) buf.upload(host.data());
+    return buf;
+}
+
 }  // namespace fmha_test

@@ -138,20 +138,15 @@ FarData::FarData(const ServingCase &c, const FarPlacement &where, bool on_device
     o_.back(nullptr, kOutputPrefill16);
 
     // The small arrays stay in ordinary guard-banded buffers.
-    auto ints = [](const std::vector<int32_t> &host) {
-        DeviceBuffer buf(host.size(), 4, kGuard32);
-        if (!host.empty()) buf.upload(host.data());
-        return buf;
-    };
     if (c.write_lse) lse_ = DeviceBuffer(lse_elems(), 4, kGuard32);
     if (c.sinks) {
         sinks_ = DeviceBuffer(host_sinks().size(), 4, kGuard32);
         sinks_.upload(host_sinks().data());
     }
-    if (c.varlen_q) cu_q_ = ints(host_cu_q());
-    if (c.cu_seqlens_k) cu_k_ = ints(c.keys == KeyLayout::PACKED ? cu_k_far_ : host_cu_k());
-    if (!c.seqused.empty()) seqused_ = ints(c.seqused);
-    if (c.keys == KeyLayout::PAGED) block_table_ = ints(block_table_far_);
+    if (c.varlen_q) cu_q_ = int32_buffer(host_cu_q(), kGuard32);
+    if (c.cu_seqlens_k) cu_k_ = int32_buffer(c.keys == KeyLayout::PACKED ? cu_k_far_ : host_cu_k(), kGuard32);
+    if (!c.seqused.empty()) seqused_ = int32_buffer(c.seqused, kGuard32);
+    if (c.keys == KeyLayout::PAGED) block_table_ = int32_buffer(block_table_far_, kGuard32);
     prefill_outputs();
 }
 

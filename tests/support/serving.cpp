@@ -562,22 +562,12 @@ Outputs ServingHost::expected_outputs() {
 
 // ---- ServingData ---------------------------------------------------------------
 
-namespace {
-
-DeviceBuffer int_buffer(const std::vector<int32_t> &host) {
-    DeviceBuffer buf(host.size(), 4, kGuard32);
-    if (!host.empty()) buf.upload(host.data());
-    return buf;
-}
-
-}  // namespace
-
 ServingData::ServingData(const ServingCase &c) : ServingHost(c) {
     allocate_attention_buffers(*this, k_layout.alloc_elems);  // V shares K's layout
-    if (c.varlen_q) cu_q = int_buffer(host_cu_q());
-    if (c.cu_seqlens_k) cu_k = int_buffer(host_cu_k());
-    if (!c.seqused.empty()) seqused = int_buffer(c.seqused);
-    if (c.keys == KeyLayout::PAGED) block_table = int_buffer(host_block_table());
+    if (c.varlen_q) cu_q = int32_buffer(host_cu_q(), kGuard32);
+    if (c.cu_seqlens_k) cu_k = int32_buffer(host_cu_k(), kGuard32);
+    if (!c.seqused.empty()) seqused = int32_buffer(c.seqused, kGuard32);
+    if (c.keys == KeyLayout::PAGED) block_table = int32_buffer(host_block_table(), kGuard32);
     prefill_outputs();
 }
 

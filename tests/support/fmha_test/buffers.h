@@ -48,6 +48,10 @@ private:
     uint32_t guard_ = 0;
 };
 
+// An int32 array (lengths, a block table) copied into a new buffer whose
+// guard bands hold `guard_pattern`.
+DeviceBuffer int32_buffer(const std::vector<int32_t> &host, uint32_t guard_pattern);
+
 // A buffer with the name a failure message uses.
 struct NamedBuffer {
     const char *name;

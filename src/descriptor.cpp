@@ -27,17 +27,25 @@ fmha_status init_struct(T *s, uint32_t version, size_t size, const char *name) {
     return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status set_strides(fmha_strides *out, int64_t batch, int64_t seq, int64_t head,
-                        int64_t seqlen, int64_t num_heads, int64_t head_dim) {
+fmha_status set_strides(fmha_strides *out, bool bhsd, int64_t seqlen, int64_t num_heads,
+                        int64_t head_dim) {
     fmha::clear_error();
     if (out == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "strides is NULL");
     if (seqlen < 1 || num_heads < 1 || head_dim < 1)
         return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
                           "seqlen %lld, num_heads %lld, head_dim %lld: all must be >= 1",
                           (long long)seqlen, (long long)num_heads, (long long)head_dim);
+    // The batch stride is the product of all three: checked, not wrapped.
+    int64_t heads_x_dim, batch;
+    if (__builtin_mul_overflow(num_heads, head_dim, &heads_x_dim) ||
+        __builtin_mul_overflow(seqlen, heads_x_dim, &batch))
+        return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
+                          "seqlen %lld x num_heads %lld x head_dim %lld elements: the batch "
+                          "stride does not fit 64 bits",
+                          (long long)seqlen, (long long)num_heads, (long long)head_dim);
     out->batch = batch;
-    out->seq = seq;
-    out->head = head;
+    out->seq = bhsd ? head_dim : heads_x_dim;
+    out->head = bhsd ? seqlen * head_dim : head_dim;  // <= batch
     out->dim = 1;
     return FMHA_STATUS_SUCCESS;
 }
@@ -74,14 +82,12 @@ FMHA_API fmha_status fmha_plan_info_init(fmha_plan_info *info, uint32_t version)
 
 FMHA_API fmha_status fmha_strides_bshd(fmha_strides *out, int64_t seqlen, int64_t num_heads,
                                        int64_t head_dim) {
-    return set_strides(out, seqlen * num_heads * head_dim, num_heads * head_dim, head_dim,
-                       seqlen, num_heads, head_dim);
+    return set_strides(out, false, seqlen, num_heads, head_dim);
 }
 
 FMHA_API fmha_status fmha_strides_bhsd(fmha_strides *out, int64_t seqlen, int64_t num_heads,
                                        int64_t head_dim) {
-    return set_strides(out, seqlen * num_heads * head_dim, head_dim, seqlen * head_dim, seqlen,
-                       num_heads, head_dim);
+    return set_strides(out, true, seqlen, num_heads, head_dim);
 }
 
 }  // extern "C"

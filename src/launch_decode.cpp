@@ -348,9 +348,11 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // and 128 positions leaves most SMs idle, and the decode kernel, which
     // splits the keys, stayed faster up to 256 rows (1.05x at 128 query
     // positions, up to 16x at 4).
+    if (dev.num_sms <= 0 || rows_per_kv_head > kDecodeMaxRowsSplitting) return false;
+    // Counted only now: with at most 256 rows per KV head the product fits
+    // 64 bits, which batch x heads x query blocks need not in general.
     const int64_t prefill_ctas = p.batch * p.num_q_heads * ((p.seqlen_q + 127) / 128);
-    return dev.num_sms > 0 && rows_per_kv_head <= kDecodeMaxRowsSplitting &&
-           prefill_ctas * 2 < dev.num_sms;
+    return prefill_ctas * 2 < dev.num_sms;
 }
 
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {

@@ -49,10 +49,12 @@ fmha_status read_merge_descriptor(const fmha_merge_descriptor *d, MergeProblem *
     m.seqlen_q = d->seqlen_q;
     m.num_heads = d->num_heads;
     m.head_dim = d->head_dim;
-    if (m.batch * m.seqlen_q * m.num_heads > INT32_MAX)
+    // Divided: the product of three values up to 2^31-1 may not fit 64 bits.
+    if (m.batch * m.seqlen_q > INT32_MAX / m.num_heads)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "merge_descriptor: batch x seqlen_q x num_heads is %lld, at most 2^31-1",
-                    (long long)(m.batch * m.seqlen_q * m.num_heads));
+                    "merge_descriptor: batch %lld x seqlen_q %lld x num_heads %lld is more than "
+                    "2^31-1",
+                    (long long)m.batch, (long long)m.seqlen_q, (long long)m.num_heads);
     const int64_t extents[3] = {m.batch, m.seqlen_q, m.num_heads};
     FMHA_TRY(check_strides("merge_descriptor", "part_strides", d->part_strides, extents));
     FMHA_TRY(check_strides("merge_descriptor", "o_strides", d->o_strides, extents));

@@ -1,5 +1,6 @@
 #include "split_kv.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "errors.h"
@@ -51,7 +52,10 @@ SplitPartials split_partials(const Problem &p, int splits, void *workspace) {
 int combine_team(int64_t head_dim, int parts) {
     const int chunks = static_cast<int>(head_dim / 4);
     int team = (chunks + 31) / 32 * 32;
-    while (team < kCombineThreads && parts > 4 * (team / chunks)) team *= 2;
+    // At most the CTA: a team of 96 (merge head_dim 264-384) doubled to 192
+    // would leave combine_blocks 0 teams per CTA (a division by zero).
+    while (team < kCombineThreads && parts > 4 * (team / chunks))
+        team = std::min(2 * team, kCombineThreads);
     return team;
 }
 

@@ -15,6 +15,10 @@ namespace fmha {
 namespace {
 
 constexpr int64_t kAlignElements = 8;  // 16 bytes of a 16-bit type
+// Farthest row of a tensor from its base, in elements (2 EiB of a 16-bit
+// type): far past any address space, and small enough that a stride times
+// its extent, in bytes, still fits 64 bits.
+constexpr int64_t kMaxReachElements = int64_t(1) << 60;
 
 fmha_status check_positive(const char *field, int64_t value) {
     if (value < 1)
@@ -134,6 +138,20 @@ fmha_status check_strides(const char *owner, const char *tensor, const fmha_stri
             return fail(FMHA_STATUS_MISALIGNED,
                         "%s.%s.%s is %lld: must be a multiple of 8 elements (16 bytes)", owner,
                         tensor, f.name, (long long)f.value);
+    }
+    // The farthest row's offset, summed without overflow: the kernels, the
+    // tensor maps and check_no_overlap multiply strides by extents (and by
+    // the element size) in 64 bits, which a larger reach would wrap.
+    int64_t reach = 0;
+    for (int i = 0; i < 3; ++i) {
+        if (extents[i] <= 1) continue;
+        if (fields[i].value > (kMaxReachElements - reach) / (extents[i] - 1))
+            return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                        "%s.%s.%s is %lld: over %lld %s entries the tensor reaches more than "
+                        "2^60 elements from its base",
+                        owner, tensor, fields[i].name, (long long)fields[i].value,
+                        (long long)extents[i], fields[i].name);
+        reach += fields[i].value * (extents[i] - 1);
     }
     return FMHA_STATUS_SUCCESS;
 }

@@ -18,7 +18,8 @@ fmha_status apply_forced_kernel(Problem *p);
 
 // Strides of one tensor of `owner` ("descriptor", "merge_descriptor"):
 // `extents` are its batch, seq and head sizes; the stride of a size-1
-// dimension is never followed and not checked.
+// dimension is never followed and not checked. The rows may reach at most
+// 2^60 elements from the base.
 fmha_status check_strides(const char *owner, const char *tensor, const fmha_strides &s,
                           const int64_t (&extents)[3]);
 

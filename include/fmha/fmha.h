@@ -174,8 +174,9 @@ typedef enum fmha_kernel_family {
  *  the other strides must be non-negative multiples of 8 elements (16 bytes)
  *  and may be 0 to broadcast an input (never the output). The stride of a
  *  dimension of size 1 is never followed and is not checked. Every kernel
- *  forms offsets in 64 bits, so an element may lie any distance from its
- *  base (the tests place them hundreds of GiB away).
+ *  forms offsets in 64 bits, so an element may lie any distance up to 2^60
+ *  elements (2 EiB) from its base (the tests place them hundreds of GiB
+ *  away); strides reaching farther are INVALID_ARGUMENT.
  *  WARNING: 0 is a valid stride for Q, K and V, and fmha_descriptor_init sets
  *  batch, seq and head to 0. A stride left unset is therefore not an error:
  *  it silently broadcasts (e.g. K's and V's row 0 read for every key). Set

@@ -190,6 +190,30 @@ TEST_CASE("stride helpers", "[cpu][api]") {
     }
 }
 
+// The batch stride is seqlen x num_heads x head_dim: a product past 64 bits
+// is refused, never wrapped into a small or negative stride.
+TEST_CASE("stride helpers refuse a batch stride past 64 bits", "[cpu][api]") {
+    const int64_t big = int64_t(1) << 40;
+    for (auto dims : {std::vector<int64_t>{INT64_MAX / 2, 4, 128}, std::vector<int64_t>{big, big, 64},
+                      std::vector<int64_t>{1 << 20, int64_t(1) << 40, 1 << 20},
+                      std::vector<int64_t>{3, 5, INT64_MAX}}) {
+        INFO("seqlen " << dims[0] << " heads " << dims[1] << " head_dim " << dims[2]);
+        for (auto helper : {fmha_strides_bshd, fmha_strides_bhsd}) {
+            fmha_strides s = {-7, -7, -7, -7};
+            FMHA_CHECK_STATUS(FMHA_STATUS_INVALID_ARGUMENT, helper(&s, dims[0], dims[1], dims[2]));
+            CHECK(std::string(fmha_last_error_message()).find(std::to_string(dims[0])) !=
+                  std::string::npos);
+            CHECK(s.batch == -7);  // untouched on failure
+            CHECK(s.seq == -7);
+        }
+    }
+    // The largest product that fits is still exact.
+    fmha_strides s;
+    REQUIRE(fmha_strides_bhsd(&s, int64_t(1) << 31, 1 << 16, 1 << 15) == FMHA_STATUS_SUCCESS);
+    CHECK(s.batch == int64_t(1) << 62);
+    CHECK(s.head == int64_t(1) << 46);
+}
+
 namespace {
 
 // FMHA_TEST_BUILD_ARCHS is FMHA_CUDA_ARCHS of the build, comma-separated ("80,90a,...").

@@ -319,6 +319,35 @@ TEST_CASE("output strides must not overlap", "[cpu][validation]") {
     }
 }
 
+// Kernels, tensor maps and the overlap check multiply strides by extents in
+// 64 bits: a tensor reaching past 2^60 elements from its base is refused,
+// where its products would once wrap (and an overlapping output pass).
+TEST_CASE("strides reaching past 2^60 elements are rejected", "[cpu][validation]") {
+    for (const TensorStrides &t : kTensors)
+        for (const StrideField &f : kFields) {
+            fmha_descriptor d = valid_desc();
+            int64_t &s = (d.*t.member).*f.member;
+            s = int64_t(1) << 61;  // x (extent - 1) >= 1: past 2^60
+            const std::string field = std::string(t.name) + "." + f.name;
+            const std::string shown = std::to_string(s);
+            INFO(field << " = " << s);
+            expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {field.c_str(), shown.c_str(), "2^60"});
+        }
+    SECTION("output rows that overlap once their span wraps 64 bits") {
+        fmha_descriptor d = valid_desc();       // batch 2
+        d.o_strides.seq = int64_t(1) << 58;     // x 128 rows = 2^65: wraps to 0
+        d.o_strides.batch = d.o_strides.seq + 8;  // row 1 of batch 0 overlaps batch 1
+        expect_rejected(d, FMHA_STATUS_INVALID_ARGUMENT, {"o_strides.seq", "2^60"});
+    }
+    SECTION("far but within 2^60 elements is valid") {
+        fmha_descriptor d = valid_desc();
+        d.q_strides.batch = int64_t(1) << 59;  // one batch step (batch 2)
+        d.o_strides.batch = int64_t(1) << 59;
+        d.k_strides.seq = int64_t(1) << 51;    // 255 key steps, below 2^59
+        expect_valid(d);
+    }
+}
+
 TEST_CASE("bad dtype", "[cpu][validation]") {
     for (int32_t dt : {0, 3, -1, 100}) {
         fmha_descriptor d = valid_desc();

@@ -953,6 +953,26 @@ TEST_CASE("merge descriptor: every field's rule", "[cpu][validation][merge]") {
             expect_merge_rejected(m, FMHA_STATUS_INVALID_ARGUMENT, {"merge_descriptor.num_heads"});
         }
     }
+    SECTION("batch x seqlen_q x num_heads <= 2^31-1, also where the product wraps 64 bits") {
+        // 2^21 x 2^21 x 2^22 = 2^64, 0 in 64 bits; 2^31-1 cubed wraps too.
+        for (int64_t b : {int64_t(1) << 21, int64_t(INT32_MAX)}) {
+            fmha_merge_descriptor m = merge_desc();
+            m.batch = b;
+            m.seqlen_q = b == INT32_MAX ? INT32_MAX : int64_t(1) << 21;
+            m.num_heads = b == INT32_MAX ? INT32_MAX : int64_t(1) << 22;
+            m.head_dim = 8;
+            m.part_strides = m.o_strides = {0, 0, 0, 1};  // strides come after the sizes
+            INFO("batch " << m.batch << " seqlen_q " << m.seqlen_q << " num_heads " << m.num_heads);
+            expect_merge_rejected(m, FMHA_STATUS_NOT_SUPPORTED,
+                                  {"merge_descriptor", std::to_string(m.num_heads).c_str(),
+                                   "2^31-1"});
+        }
+        fmha_merge_descriptor m = merge_desc();
+        m.batch = 1;
+        m.seqlen_q = 1 << 16;
+        m.num_heads = 1 << 15;  // 2^31 pairs: one too many
+        expect_merge_rejected(m, FMHA_STATUS_NOT_SUPPORTED, {"merge_descriptor", "2^31-1"});
+    }
     SECTION("head_dim: a multiple of 8 from 8 to 512") {
         for (int64_t hd : {0, 4, 12, 100, 520, 1024, -8}) {
             fmha_merge_descriptor m = merge_desc();

@@ -122,11 +122,12 @@ alignas(256) unsigned char g_fake_memory[4096];
 
 // The combine's grid (split_kv.cpp, combine_team): a team of whole warps per
 // (row, head) covering its 4-column chunks, doubled up to the CTA's 128
-// threads while a thread would sum more than 4 parts; 128 / team teams per CTA.
+// threads (never past them: 96 becomes 128) while a thread would sum more
+// than 4 parts; 128 / team teams per CTA.
 unsigned expected_combine_ctas(int64_t pairs, int64_t head_dim, int parts) {
     const int64_t chunks = head_dim / 4;
     int64_t team = (chunks + 31) / 32 * 32;
-    while (team < 128 && parts > 4 * (team / chunks)) team *= 2;
+    while (team < 128 && parts > 4 * (team / chunks)) team = std::min<int64_t>(2 * team, 128);
     const int64_t per_cta = 128 / team;
     return unsigned((pairs + per_cta - 1) / per_cta);
 }
@@ -2188,7 +2189,10 @@ TEST_CASE("fake driver: a launch in a destroyed context gives CONTEXT_MISMATCH",
 // fmha_run_merge launches the combine kernel in teams of threads per (row,
 // head), on the entry point of that team size: with 2 parts of 128 columns,
 // four teams of 32 per CTA; with 16 parts of 64 columns, two teams of 64
-// (each thread sums at most 4 parts); at 512 columns one team of 128.
+// (each thread sums at most 4 parts); at 512 columns one team of 128. At 264
+// to 384 columns (66-96 chunks, a team of 96 threads) more than 4 parts once
+// doubled the team to 192 and divided by zero 128 / 192 teams per CTA: they
+// take one team of 128.
 TEST_CASE("fake driver: the merge packs (row, head) pairs into CTAs by team",
           "[cpu][fake-driver][run][merge]") {
     Fake &f = fresh_fake(80);
@@ -2198,7 +2202,8 @@ TEST_CASE("fake driver: the merge packs (row, head) pairs into CTAs by team",
         unsigned ctas;
         const char *team_suffix;  // the entry point's
     };
-    for (const Row r : {Row{128, 2, 2, "_team32"}, Row{64, 16, 4, "_team64"}, Row{512, 2, 8, ""}}) {
+    for (const Row r : {Row{128, 2, 2, "_team32"}, Row{64, 16, 4, "_team64"}, Row{512, 2, 8, ""},
+                        Row{384, 4, 8, ""}, Row{384, 5, 8, ""}, Row{264, 64, 8, ""}}) {
         fmha_merge_descriptor m = make_merge_desc();  // 4 rows x 2 heads
         m.head_dim = r.head_dim;
         m.num_parts = r.parts;

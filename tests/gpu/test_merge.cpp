@@ -577,6 +577,9 @@ TEST_CASE("merge: host-made parts, rows no part saw, up to 64 parts", "[gpu][mer
         {FMHA_DTYPE_FP16, 512, 3, 1, 20, 4, Layout::BSHD, Layout::SLICED},
         {FMHA_DTYPE_BF16, 64, 64, 2, 15, 2, Layout::BSHD, Layout::BHSD},
         {FMHA_DTYPE_FP16, 256, 7, 3, 9, 2, Layout::SLICED, Layout::SLICED},
+        // 66-96 chunks with more than 4 parts: the team of 96 stops at 128.
+        {FMHA_DTYPE_BF16, 384, 5, 2, 11, 3, Layout::BSHD, Layout::BHSD},
+        {FMHA_DTYPE_FP16, 264, 64, 1, 7, 2, Layout::BHSD, Layout::BSHD},
     };
     uint64_t i = 27100;
     for (const HostParts &hp : cases) run_host_parts(hp, case_seed(base_seed(), i++));

@@ -4,8 +4,10 @@
 // One CTA computes BM query rows of one (batch, head): 4 warps of one or two
 // 16-row MMA tiles each. With two, every K and V fragment read from shared
 // memory feeds two MMAs, which halves the shared-memory reads per FLOP.
-// K and V tiles stream through shared memory with cp.async (the next K tile
-// loads during softmax, the next V tile during Q·Kᵀ). Softmax is online, in
+// K and V tiles stream through shared memory with cp.async, one buffer each:
+// K_{j+1} loads during softmax and P·V_j, V_j during S = Q·K_jᵀ (two barriers
+// per key tile) or V_{j+1} from the end of P·V_j (four; portable_two_barriers
+// picks per block, kernel notes p12). Softmax is online, in
 // base 2 with the scale folded into one FFMA; accumulation is fp32. P stays
 // in registers and becomes the A operand of P·V.
 #include <math_constants.h>
@@ -26,6 +28,7 @@ struct Config {
     static constexpr int BM = kTile.block_m;
     static constexpr int BN = kTile.block_n;
     static constexpr int kThreads = kTile.threads;
+    static constexpr bool kTwoBarriers = portable_two_barriers(D, kShort);
     static constexpr int kRow = portable_smem_row(D);  // elements per shared-memory row
     static constexpr int kChunks = D / 8;              // 16-byte chunks per row
     static constexpr int kCopies = BN * kChunks / kThreads;  // 16-byte copies per thread and K/V tile
@@ -164,8 +167,10 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
         load_tile<kPaged, Cfg>(sK, k, entries, first_tile * BN, seq.len_k);
     }
     ptx::cp_async_commit();
-    if (end_tile > first_tile) load_tile<kPaged, Cfg>(sV, v, entries, first_tile * BN, seq.len_k);
-    ptx::cp_async_commit();
+    if constexpr (!Cfg::kTwoBarriers) {
+        if (end_tile > first_tile) load_tile<kPaged, Cfg>(sV, v, entries, first_tile * BN, seq.len_k);
+        ptx::cp_async_commit();
+    }
 
     constexpr int MT = Cfg::kMTiles;
     float acc[MT][Cfg::kOTiles][4];
@@ -194,8 +199,14 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
 
     for (int j = first_tile; j < end_tile; ++j) {
         const int n0 = j * BN;
-        ptx::cp_async_wait<1>();  // Q and K_j have landed
+        // Q and K_j have landed (four barriers: V_j may still be in flight;
+        // two: every warp is done with V_{j-1}, so V_j loads over it).
+        ptx::cp_async_wait<Cfg::kTwoBarriers ? 0 : 1>();
         __syncthreads();
+        if constexpr (Cfg::kTwoBarriers) {
+            load_tile<kPaged, Cfg>(sV, v, entries, n0, seq.len_k);
+            ptx::cp_async_commit();
+        }
         // V_j's copies are issued: the entries now serve tile j + 1.
         if (kPaged && j + 1 < end_tile) look_up_tile<Cfg>(entries, k, n0 + BN, seq.len_k);
 
@@ -222,7 +233,10 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
                 }
             }
         }
-        __syncthreads();  // every warp is done with K_j: prefetch K_{j+1} over it
+        // Every warp is done with K_j: K_{j+1} loads over it (two barriers:
+        // and V_j has landed).
+        if constexpr (Cfg::kTwoBarriers) ptx::cp_async_wait<0>();
+        __syncthreads();
         if (j + 1 < end_tile) load_tile<kPaged, Cfg>(sK, k, entries, n0 + BN, seq.len_k);
         ptx::cp_async_commit();
 
@@ -294,8 +308,10 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
             }
         }
 
-        ptx::cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
-        __syncthreads();
+        if constexpr (!Cfg::kTwoBarriers) {
+            ptx::cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
+            __syncthreads();
+        }
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
             // The S accumulator layout of two 8-column tiles is the A layout of one k-step.
@@ -318,9 +334,11 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
                 }
             }
         }
-        __syncthreads();  // every warp is done with V_j
-        if (j + 1 < end_tile) load_tile<kPaged, Cfg>(sV, v, entries, n0 + BN, seq.len_k);
-        ptx::cp_async_commit();
+        if constexpr (!Cfg::kTwoBarriers) {
+            __syncthreads();  // every warp is done with V_j
+            if (j + 1 < end_tile) load_tile<kPaged, Cfg>(sV, v, entries, n0 + BN, seq.len_k);
+            ptx::cp_async_commit();
+        }
     }
 
     // Epilogue: normalize, stage this warp's rows in its own Q rows, then

@@ -33,6 +33,16 @@ FMHA_HOST_DEVICE constexpr TileShape portable_tile(int head_dim, bool short_quer
                            : TileShape{128, 64, 128};
 }
 
+// Barriers per key tile. Two (V_j loads during S = Q·K_jᵀ, K_{j+1} during
+// softmax and P·V_j; each barrier publishes one tile and frees the other
+// buffer) for the 128-row hd128 block: 1.06-1.13x on prefill and ptxas
+// spills half as much. Four (V_{j+1} also loads during the next tile's S and
+// softmax) elsewhere: with two, hd256 and the short blocks ran 0.87-1.04x,
+// hd64 and hd96 0.97-1.03x (kernel notes p12).
+FMHA_HOST_DEVICE constexpr bool portable_two_barriers(int head_dim, bool short_queries) {
+    return head_dim == 128 && !short_queries;
+}
+
 // CTAs per SM the register budget is set for (__launch_bounds__): 256
 // threads an SM, so each thread may use up to 255 registers.
 FMHA_HOST_DEVICE constexpr int portable_min_ctas(int head_dim, bool short_queries, bool paged) {

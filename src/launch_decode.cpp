@@ -19,9 +19,11 @@ namespace {
 // kDecodeReadsNum / kDecodeReadsDen times the portable kernel's (one per
 // query head and 128 positions); see prefers_decode.
 constexpr int64_t kDecodeReadsNum = 3, kDecodeReadsDen = 2;
-// Beyond that, up to this many query rows of one KV head, only when the
-// portable grid would leave most SMs idle (it does not split the keys).
-constexpr int64_t kDecodeMaxRowsSplitting = 256;
+// Beyond that, where the portable grid would leave most SMs idle (it does
+// not split the keys): over pages always, on contiguous caches while the
+// decode kernel's tile reads per SM are at most this many per 128 rows of
+// the portable kernel's query block; see prefers_decode.
+constexpr int64_t kSmallGridReadsPerSm = 3;
 
 const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -344,15 +346,25 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // times, lies between the measured ratios; no problem sat between them.
     const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
     if (kDecodeReadsDen * m_tiles(p) <= kDecodeReadsNum * portable_reads) return true;
-    // A small batch (B1 there): the portable grid of a CTA per query head
-    // and 128 positions leaves most SMs idle, and the decode kernel, which
-    // splits the keys, stayed faster up to 256 rows (1.05x at 128 query
-    // positions, up to 16x at 4).
-    if (dev.num_sms <= 0 || rows_per_kv_head > kDecodeMaxRowsSplitting) return false;
-    // Counted only now: with at most 256 rows per KV head the product fits
-    // 64 bits, which batch x heads x query blocks need not in general.
-    const int64_t prefill_ctas = p.batch * p.num_q_heads * ((p.seqlen_q + 127) / 128);
-    return prefill_ctas * 2 < dev.num_sms;
+    // A small portable grid, fewer CTAs than half the SMs: its time is one
+    // CTA's walk over all the keys, while the decode kernel splits them over
+    // every SM. Measured with both kernels forced (kernel notes d56: B1-B4,
+    // H16/2 to H64/8, 32-512 query positions, hd128, 78 such problems): over
+    // pages of 1 and 16 (43) the decode kernel was 1.18-5x faster on each;
+    // on contiguous caches 1.27-3.4x faster at up to 2 of its 16-row tile
+    // reads per SM per 128 rows of the portable block, and 1.08-1.22x slower
+    // at 4. The bound, 3, lies between them. (The rule before, up to 256
+    // rows per KV head, chose the slower kernel on 39 of 176 problems.)
+    if (dev.num_sms <= 0) return false;
+    const int64_t heads = p.batch * p.num_q_heads;  // each below 2^31
+    if (heads * 2 >= dev.num_sms) return false;     // so the products below fit
+    const int64_t block_m =
+        portable_tile(static_cast<int>(p.head_dim), p.seqlen_q <= kPortableShortRows, p.paged_kv)
+            .block_m;
+    if (heads * ((p.seqlen_q + block_m - 1) / block_m) * 2 >= dev.num_sms) return false;
+    if (p.paged_kv) return true;
+    const int64_t decode_reads = p.batch * p.num_kv_heads * m_tiles(p);
+    return 128 * decode_reads <= kSmallGridReadsPerSm * block_m * dev.num_sms;
 }
 
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {

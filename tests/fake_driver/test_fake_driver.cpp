@@ -1962,11 +1962,17 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
         {12, 3, 32, 32, 64, kHopper, kPortable},
         {1, 1, 32, 32, 32, kHopper, kDecode},       // sm_80: the portable grid would leave SMs idle
         {1, 1, 32, 8, 64, kHopper, kDecode},        // 32 portable CTAs: the decode kernel splits
-        {1, 1, 32, 8, 128, kHopper, kPortable},     // 512 rows per KV head: past the small-grid bound
+        {1, 1, 32, 8, 128, kHopper, kDecode},       // 32 portable CTAs over pages: the decode kernel
+        {16, 1, 16, 2, 128, kHopper, kDecode},      // 1024 rows per KV head, 16 CTAs (5x, d56)
         {16, 3, 32, 8, 32, kHopper, kPortable},     // the Hopper kernel's pages
         {0, 3, 32, 8, 16, kHopper, kDecode},        // contiguous: 4 against 4
         {0, 3, 32, 32, 64, kHopper, kPortable},     // 4 against 1 (64 rows took the decode kernel before d55)
-        {0, 1, 32, 32, 128, kHopper, kDecode},      // small grid
+        {0, 1, 32, 32, 128, kHopper, kDecode},      // small grid: 256 decode reads, 2 per SM
+        {0, 1, 32, 8, 128, kHopper, kDecode},       // the same reads at 512 rows per KV head
+        {0, 1, 16, 2, 64, kHopper, kDecode},        // 64 reads against one 64-row block per head
+        {0, 1, 32, 32, 256, kHopper, kPortable},    // 512 reads, 4 per SM: the portable kernel
+        {0, 1, 16, 2, 512, kHopper, kPortable},     // 512 reads: 64 CTAs of 128 rows
+        {0, 2, 32, 8, 64, kHopper, kPortable},      // 256 reads per 64-row blocks: 4 per SM
     };
     for (const int sm : {80, 90})
         for (const Row &r : rows) {

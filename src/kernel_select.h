@@ -95,8 +95,8 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
 // head (one decode tile), an explicit split count, or head_dim 512 the
 // Hopper kernel cannot run; where the Hopper kernel does not run the problem
 // (`hopper_runs_it` false), also while its K/V reads are at most 1.5 times
-// the portable kernel's, and multi-token decodes whose portable grid would
-// leave most SMs idle.
+// the portable kernel's, and where the portable grid would leave most SMs
+// idle (over pages always; contiguous while its reads per SM are few).
 bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it);
 
 }  // namespace fmha

@@ -60,6 +60,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -288,6 +289,10 @@ func (d *Descriptor) SetContiguous(layout Layout) error {
 // anything. sm is a compute capability as major*10+minor (80, 90, ...),
 // SMAny or SMCurrentDevice (which needs the driver).
 func CheckSupport(d *Descriptor, sm int) error {
+	if sm < math.MinInt32 || sm > math.MaxInt32 {
+		// C.int32_t(sm) would keep the low 32 bits: 1<<32|90 would check sm 90.
+		return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("fmha: sm %d does not fit in int32", sm)}
+	}
 	return call(func() C.fmha_status { return C.fmha_check_support(d.c(), C.int32_t(sm)) })
 }
 

@@ -106,6 +106,20 @@ func TestValidProblemSupportedForAnySM(t *testing.T) {
 	}
 }
 
+func TestCheckSupportSMBeyondInt32(t *testing.T) {
+	// The C parameter is int32_t: 1<<32|90 must not be checked as sm 90 (nor
+	// 1<<32 as FMHA_SM_ANY).
+	for _, sm := range []int64{1<<32 | 90, 1 << 32, -1 << 40} {
+		err := CheckSupport(valid(t), int(sm))
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "sm") {
+			t.Errorf("sm %d: want ErrInvalidArgument naming sm, got %v", sm, err)
+		}
+	}
+	if err := CheckSupport(valid(t), 90); err != nil {
+		t.Fatalf("sm 90: %v", err)
+	}
+}
+
 func TestHeadDim80NotSupported(t *testing.T) {
 	err := CheckSupport(headDim80(t), SMAny)
 	if !errors.Is(err, ErrNotSupported) {

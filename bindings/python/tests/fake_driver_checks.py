@@ -198,6 +198,63 @@ def check_concurrent_runs_share_a_plan() -> None:
         assert launches() - before >= 200
 
 
+def check_run_rejects_integers_ctypes_would_truncate() -> None:
+    # ctypes wraps ints silently: workspace_bytes=-1 would reach fmha_run as
+    # SIZE_MAX (so a too-small workspace passes its check), and addresses past
+    # 2**64 as their low 64 bits. Each must raise before anything is enqueued.
+    with fmha.Plan(**PROBLEM, num_splits=4) as plan:
+        assert plan.workspace_size > 0
+        before = launches()
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, workspace=WS_PTR, workspace_bytes=-1,
+               match="workspace_bytes")
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, workspace=WS_PTR, workspace_bytes=2**64 + 2**40,
+               match="workspace_bytes")
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, workspace=-WS_PTR, match="workspace")
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, workspace=WS_PTR + 2**64, match="workspace")
+        expect(ValueError, plan.run, Q_PTR + 2**64, K_PTR, V_PTR, O_PTR, workspace=WS_PTR, match="q")
+        expect(ValueError, plan.run, Q_PTR, K_PTR, V_PTR, O_PTR, workspace=WS_PTR, stream=2**64 + 0x10,
+               match="stream")
+        assert launches() == before
+        plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, workspace=WS_PTR, stream=0x10)
+        assert launches() > before and last_stream() == 0x10
+
+
+def check_remembered_call_form_after_close() -> None:
+    # A remembered call form (fmha._fastcall) holds its plan, and
+    # fmha.last_plan() hands that plan out: once it is closed, the form must
+    # raise, not run the freed handle. The form only needs torch for streams
+    # and allocations; a stub stands in (explicit stream, out and workspace).
+    import types
+
+    from fmha import _fastcall
+
+    class Tensor:
+        def __init__(self, ptr: int) -> None:
+            self.ptr = ptr
+
+        def data_ptr(self) -> int:
+            return self.ptr
+
+    stub = types.ModuleType("torch")
+    stub.Tensor = Tensor
+    stub._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
+    sys.modules["torch"] = stub
+    try:
+        plan = fmha.Plan(**PROBLEM, num_splits=4)
+        form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
+        slots = _fastcall.Slots(Tensor(Q_PTR), Tensor(K_PTR), Tensor(V_PTR), Tensor(O_PTR),
+                                workspace=Tensor(WS_PTR))
+        before = launches()
+        assert form.run(slots, 0x1230).ptr == O_PTR
+        assert launches() > before and last_stream() == 0x1230
+        plan.close()
+        before = launches()
+        expect(ValueError, form.run, slots, 0x1230, match="closed")
+        assert launches() == before
+    finally:
+        del sys.modules["torch"]
+
+
 # ---------------------------------------------------------------- serving (descriptor v3, merge)
 CU_Q_PTR, CU_K_PTR, USED_PTR, TABLE_PTR = (BASE + 0x40000000 + i * 0x1000000 for i in range(4))
 TQ, TK, MAXQ, MAXK = 50, 300, 30, 200

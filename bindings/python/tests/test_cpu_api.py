@@ -424,6 +424,14 @@ def test_data_pointer() -> None:
         tensors.data_pointer(-1)
 
 
+def test_data_pointer_rejects_addresses_beyond_64_bits() -> None:
+    # ctypes keeps only the low 64 bits of an int: 2**64 + 0x1000 would reach
+    # the library as the valid-looking address 0x1000.
+    assert tensors.data_pointer(2**64 - 16) == (2**64 - 16, None)
+    with pytest.raises(ValueError, match="64 bits"):
+        tensors.data_pointer(2**64 + 0x1000, "q")
+
+
 # ---------------------------------------------------------------- streams
 def test_stream_handles() -> None:
     class TorchLike:
@@ -449,6 +457,13 @@ def test_stream_handles() -> None:
         _cuda.stream_handle("stream")
     assert _cuda.resolve_stream(None, FakeCAI([1])) == 0
     assert _cuda.resolve_stream(5, FakeCAI([1])) == 5
+
+
+def test_stream_handle_rejects_values_beyond_64_bits() -> None:
+    # A CUstream is a pointer: ctypes would pass 2**64 + 0x10 on as stream 0x10.
+    assert _cuda.stream_handle(2**64 - 1) == 2**64 - 1
+    with pytest.raises(ValueError, match="stream"):
+        _cuda.stream_handle(2**64 + 0x10)
 
 
 # ---------------------------------------------------------------- plan cache

@@ -55,7 +55,7 @@ def stream_handle(stream: Any) -> int:
                 handle = int(stream)
             except (TypeError, ValueError):
                 raise TypeError(f"cannot get a CUDA stream handle from {type(stream).__name__}") from None
-    if handle < 0:
+    if not 0 <= handle < 2**64:  # ctypes would wrap it into another handle
         raise ValueError(f"invalid stream handle {handle}")
     return handle
 

@@ -90,7 +90,7 @@ def _address(t: Any) -> Optional[int]:
 class _Form:
     """A remembered call: its plan and the shapes of what a run allocates."""
 
-    __slots__ = ("plan", "handle", "device", "current_stream", "out_shape", "lse_shape", "allocate_lse",
+    __slots__ = ("plan", "device", "current_stream", "out_shape", "lse_shape", "allocate_lse",
                  "workspace_size", "workspace_bytes", "flags", "return_lse")
 
     def __init__(self, plan: Any, device: Any, out_shape: Tuple[int, ...], lse_shape: Tuple[int, ...],
@@ -99,7 +99,7 @@ class _Form:
         # q's torch.device: the key pins the device of every tensor.
         self.device = device
         self.current_stream = _current_stream_getter(sys.modules["torch"])
-        self.handle = plan._live_handle()
+        plan._live_handle()  # raises if closed
         self.out_shape, self.lse_shape, self.allocate_lse = out_shape, lse_shape, allocate_lse
         self.workspace_size = plan.workspace_size
         # A caller's workspace has the same shape on every call of this form.
@@ -109,6 +109,11 @@ class _Form:
         self.return_lse = return_lse
 
     def run(self, s: Slots, stream: Any) -> Any:
+        # Read on every call: the plan may have been closed since (e.g. through
+        # fmha.last_plan()), and its freed handle must not reach fmha_run.
+        handle = self.plan._handle
+        if not handle:
+            raise ValueError("plan is closed")
         torch = sys.modules["torch"]
         q = s.q
         device = self.device
@@ -144,7 +149,7 @@ class _Form:
             _address(s.seqused_k) if flags & FMHA_FLAG_SEQUSED_K else None,
             _address(s.block_table) if flags & FMHA_FLAG_PAGED_KV else None,
         )
-        status = _lib.fmha_run_untyped()(self.handle, ctypes.addressof(raw), ws_ptr,
+        status = _lib.fmha_run_untyped()(handle, ctypes.addressof(raw), ws_ptr,
                                          self.workspace_bytes if ws_ptr else 0, stream_ptr or None)
         if status != 0:
             raise error_for_status(status, _lib.last_error_message(), "fmha_run")

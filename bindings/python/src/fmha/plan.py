@@ -270,13 +270,15 @@ class Plan(_PlanHandle):
         ws_ptr, ws_bytes = 0, 0
         if workspace is not None:
             if isinstance(workspace, int) and not isinstance(workspace, bool):
-                ws_ptr = workspace
+                ws_ptr, _ = data_pointer(workspace, "workspace")
                 ws_bytes = self._workspace_size if workspace_bytes is None else workspace_bytes
             else:
                 ws_view = view(workspace, "workspace", stream_ptr)
                 keep.append(ws_view.keepalive)
                 ws_ptr = ws_view.ptr
                 ws_bytes = nbytes(ws_view) if workspace_bytes is None else workspace_bytes
+            if not 0 <= ws_bytes < 2**64:  # as size_t, -1 would wrap to SIZE_MAX: "big enough"
+                raise ValueError(f"workspace_bytes={ws_bytes} is not a size_t value")
         status = _lib.fmha_run_untyped()(handle.value, ctypes.addressof(tensors), ws_ptr or None, ws_bytes,
                                     stream_ptr or None)
         if status != 0:

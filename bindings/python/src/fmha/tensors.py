@@ -213,6 +213,8 @@ def data_pointer(obj: Any, name: str = "tensor", stream: Optional[int] = None) -
     if isinstance(obj, int) and not isinstance(obj, bool):
         if obj < 0:
             raise ValueError(f"{name}: negative address {obj}")
+        if obj >= 2**64:  # ctypes would silently keep only the low 64 bits
+            raise ValueError(f"{name}: address {obj:#x} does not fit in 64 bits")
         return obj, None
     torch = sys.modules.get("torch")
     if torch is not None and type(obj) is torch.Tensor:  # the common case, without a whole view

@@ -58,18 +58,18 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         hopper_runs_it = st == FMHA_STATUS_SUCCESS;
         if (st != FMHA_STATUS_SUCCESS) clear_error();
     }
-    const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, dev, hopper_runs_it);
+    const bool auto_decode = p.kernel == FMHA_KERNEL_AUTO && prefers_decode(p, hopper_runs_it);
     if (p.kernel == FMHA_KERNEL_DECODE || auto_decode) {
         fmha_status st = need_image("decode", sm);
         if (st == FMHA_STATUS_SUCCESS) st = need_image("combine", sm);
         if (st == FMHA_STATUS_SUCCESS) st = decode_configure(p, dev, out);
         if (st == FMHA_STATUS_SUCCESS) st = check_shared_memory(p, *out, dev);
-        // AUTO sends explicit split counts only here, and head_dim 512 only
-        // where the Hopper kernel cannot run it (no other kernel can); other
-        // problems fall back (e.g. hd256 on a device with too little shared
-        // memory per block for the decode kernel).
-        if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512 || p.num_splits >= 2)
-            return st;
+        // AUTO sends head_dim 512 here only where the Hopper kernel cannot
+        // run it (no other kernel can); other problems fall back to the
+        // portable kernel, explicit split counts included (e.g. hd256 on a
+        // device with too little shared memory per block for the decode
+        // kernel).
+        if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512) return st;
         clear_error();
     }
     if (p.kernel == FMHA_KERNEL_HOPPER) {
@@ -88,8 +88,9 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         return FMHA_STATUS_SUCCESS;
     }
     FMHA_TRY(need_image("portable", sm));
-    FMHA_TRY(portable_configure(p, out));
-    return check_shared_memory(p, *out, dev);
+    FMHA_TRY(portable_configure(p, dev, out));
+    FMHA_TRY(check_shared_memory(p, *out, dev));
+    return out->num_splits > 1 ? need_image("combine", sm) : FMHA_STATUS_SUCCESS;
 }
 
 }  // namespace fmha

@@ -84,7 +84,9 @@ DeviceLimits support_query_limits(int sm);
 fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 
 // Per-family configuration, in launch_<family>.cpp.
-fmha_status portable_configure(const Problem &p, KernelChoice *out);
+fmha_status portable_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
+// The portable kernel's automatic split count for a grid of `ctas` CTAs.
+int portable_auto_splits(const Problem &p, const DeviceLimits &dev, int64_t ctas);
 fmha_status sm90_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // Tile rows per query position when the Hopper kernel packs the query heads
 // of a KV head into one M tile: their count rounded up to a power of two (1:
@@ -95,8 +97,8 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
 // head (one decode tile), an explicit split count, or head_dim 512 the
 // Hopper kernel cannot run; where the Hopper kernel does not run the problem
 // (`hopper_runs_it` false), also while its K/V reads are at most 1.5 times
-// the portable kernel's, and where the portable grid would leave most SMs
-// idle (over pages always; contiguous while its reads per SM are few).
-bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it);
+// the portable kernel's, and up to 32 query positions over pages or at
+// head_dim 64 (where the portable kernel's 64-row block is half empty).
+bool prefers_decode(const Problem &p, bool hopper_runs_it);
 
 }  // namespace fmha

@@ -19,11 +19,9 @@ namespace {
 // kDecodeReadsNum / kDecodeReadsDen times the portable kernel's (one per
 // query head and 128 positions); see prefers_decode.
 constexpr int64_t kDecodeReadsNum = 3, kDecodeReadsDen = 2;
-// Beyond that, where the portable grid would leave most SMs idle (it does
-// not split the keys): over pages always, on contiguous caches while the
-// decode kernel's tile reads per SM are at most this many per 128 rows of
-// the portable kernel's query block; see prefers_decode.
-constexpr int64_t kSmallGridReadsPerSm = 3;
+// Beyond that, up to this many query positions over pages or at head_dim
+// 64; see prefers_decode.
+constexpr int64_t kDecodePreferredPositions = 32;
 
 const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
@@ -310,7 +308,7 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
 
 }  // namespace
 
-bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_it) {
+bool prefers_decode(const Problem &p, bool hopper_runs_it) {
     if (p.num_splits >= 2) return true;
     const int64_t rows_per_kv_head = p.seqlen_q * group_size(p);
     // hd512: the Hopper kernel (split D) reads K/V once per 64 rows of a KV
@@ -346,25 +344,18 @@ bool prefers_decode(const Problem &p, const DeviceLimits &dev, bool hopper_runs_
     // times, lies between the measured ratios; no problem sat between them.
     const int64_t portable_reads = group_size(p) * ((p.seqlen_q + 127) / 128);
     if (kDecodeReadsDen * m_tiles(p) <= kDecodeReadsNum * portable_reads) return true;
-    // A small portable grid, fewer CTAs than half the SMs: its time is one
-    // CTA's walk over all the keys, while the decode kernel splits them over
-    // every SM. Measured with both kernels forced (kernel notes d56: B1-B4,
-    // H16/2 to H64/8, 32-512 query positions, hd128, 78 such problems): over
-    // pages of 1 and 16 (43) the decode kernel was 1.18-5x faster on each;
-    // on contiguous caches 1.27-3.4x faster at up to 2 of its 16-row tile
-    // reads per SM per 128 rows of the portable block, and 1.08-1.22x slower
-    // at 4. The bound, 3, lies between them. (The rule before, up to 256
-    // rows per KV head, chose the slower kernel on 39 of 176 problems.)
-    if (dev.num_sms <= 0) return false;
-    const int64_t heads = p.batch * p.num_q_heads;  // each below 2^31
-    if (heads * 2 >= dev.num_sms) return false;     // so the products below fit
-    const int64_t block_m =
-        portable_tile(static_cast<int>(p.head_dim), p.seqlen_q <= kPortableShortRows, p.paged_kv)
-            .block_m;
-    if (heads * ((p.seqlen_q + block_m - 1) / block_m) * 2 >= dev.num_sms) return false;
-    if (p.paged_kv) return true;
-    const int64_t decode_reads = p.batch * p.num_kv_heads * m_tiles(p);
-    return 128 * decode_reads <= kSmallGridReadsPerSm * block_m * dev.num_sms;
+    // At most 32 query positions, the portable kernel's 64-row block is half
+    // empty; over pages (gathered row by row) and at head_dim 64 (little
+    // compute per byte) the decode kernel's full 16-row tiles win there.
+    // Measured with both kernels forced, the portable kernel splitting its
+    // small grids (kernel notes p13: hd128 contiguous and over pages of 16,
+    // hd64 contiguous; B1-B8, H16/2 to H32/32, 32-256 positions; 108
+    // problems): the decode kernel 1.2-1.7x faster at 32 positions over pages
+    // and at hd64, the portable kernel 1.03-2.9x faster everywhere else but
+    // two problems (within 12%). Before the portable kernel split, small
+    // grids went to the decode kernel (d56); against the splitting kernel
+    // that rule chose the slower one on 44 of these 108 (up to 2.9x).
+    return p.seqlen_q <= kDecodePreferredPositions && (p.paged_kv || p.head_dim <= 64);
 }
 
 fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {

@@ -139,7 +139,9 @@ typedef enum fmha_mask {
 typedef enum fmha_kernel_family {
     /** The fastest kernel for the device (env FMHA_FORCE_KERNEL overrides). */
     FMHA_KERNEL_AUTO = 0,
-    /** The portable mma.sync kernel, every architecture from sm_80 on. */
+    /** The portable mma.sync kernel, every architecture from sm_80 on. It
+     *  splits the keys (num_splits) where its grid would give fewer than
+     *  half the SMs a CTA, or as asked. */
     FMHA_KERNEL_PORTABLE = 1,
     /** The Hopper TMA + wgmma kernel (sm_90 devices only). Queries of up to
      *  256 positions get the query heads of a KV head packed into one tile
@@ -163,8 +165,8 @@ typedef enum fmha_kernel_family {
      *  100,608 otherwise; so head_dim 256 and 512 run on it only on devices
      *  with sm_90 / sm_100-class shared memory (227 KB opt-in per block), not
      *  on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB). Where it does not fit,
-     *  AUTO takes the portable kernel instead, except for head_dim 512 and
-     *  num_splits >= 2, which are then NOT_SUPPORTED (as is DECODE itself). */
+     *  AUTO takes the portable kernel instead (split as asked), except for
+     *  head_dim 512, which is then NOT_SUPPORTED (as is DECODE itself). */
     FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 
@@ -320,11 +322,12 @@ typedef struct fmha_descriptor {
     /** Split-KV: the keys of each (sequence, head) are cut into this many
      *  parts, computed in parallel and combined exactly through their LSE.
      *  0: automatic (the plan picks from the grid and the device's SMs;
-     *  see fmha_plan_info.num_splits; the decode kernel, and the Hopper
-     *  kernel for queries of up to 256 positions, may split), 1: off,
-     *  2..128: exactly that many (AUTO then takes the decode kernel; HOPPER
-     *  splits too; NOT_SUPPORTED where the chosen kernel cannot split). The
-     *  partial results live in the plan's workspace. */
+     *  see fmha_plan_info.num_splits; the decode kernel, the Hopper kernel
+     *  for queries of up to 256 positions, and the portable kernel where its
+     *  grid would leave most SMs idle, may split), 1: off, 2..128: exactly
+     *  that many (AUTO then takes the decode kernel, or the portable kernel
+     *  where the decode kernel does not fit the device; HOPPER and PORTABLE
+     *  split too). The partial results live in the plan's workspace. */
     int32_t num_splits;
 } fmha_descriptor;
 

@@ -10,6 +10,11 @@
 // picks per block, kernel notes p12). Softmax is online, in
 // base 2 with the scale folded into one FFMA; accumulation is fp32. P stays
 // in registers and becomes the A operand of P·V.
+//
+// Split-KV (the `_split` entry points, for grids that would leave most SMs
+// idle): blockIdx.y takes its share of the block's key tiles and writes
+// normalized fp32 O and the LSE to the partials, which the combine kernel
+// merges (sinks included) into O.
 #include <math_constants.h>
 
 #include "kernels/mask_bounds.h"
@@ -115,12 +120,21 @@ __device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
     }
 }
 
+// Where a split CTA's partials go (kSplit only).
+struct SplitTarget {
+    float *o;
+    float *lse;
+    int64_t q_rows;
+    int num_splits;
+};
+
 // kPaged: K/V in pages (the `_paged` entry points; launch_portable.cpp picks
 // them exactly for paged problems, whose block table fmha_run has checked is
 // not NULL). The contiguous entry points keep their code. kShort: the 64-row
-// query block (the `_short` entry points, for short queries).
-template <bool kBf16, int D, bool kPaged, bool kShort>
-__device__ __forceinline__ void forward(const FwdParams &p) {
+// query block (the `_short` entry points, for short queries). kSplit: split
+// blockIdx.y of `split.num_splits` (the `_split` entry points).
+template <bool kBf16, int D, bool kPaged, bool kShort, bool kSplit>
+__device__ __forceinline__ void forward(const FwdParams &p, const SplitTarget &split) {
     using Cfg = Config<kBf16, D, kPaged, kShort>;
     using T = typename Elem<kBf16>::T;
     constexpr int BM = Cfg::BM, BN = Cfg::BN, kRow = Cfg::kRow;
@@ -156,8 +170,13 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
     // Keys [n_begin, n_end) can be visible to some row of this block.
     int n_begin, n_end;
     visible_key_range(seq, m0, min(m0 + BM, seq.len_q) - 1, &n_begin, &n_end);
-    const int first_tile = n_end > n_begin ? n_begin / BN : 0;
-    const int end_tile = n_end > n_begin ? (n_end + BN - 1) / BN : 0;
+    int first_tile = n_end > n_begin ? n_begin / BN : 0;
+    int end_tile = n_end > n_begin ? (n_end + BN - 1) / BN : 0;
+    if constexpr (kSplit) {
+        const KeyTiles share = key_tiles_of_split(end_tile - first_tile, blockIdx.y, split.num_splits);
+        end_tile = first_tile + share.end;
+        first_tile += share.begin;
+    }
 
     // Block-table entries of the next K/V tile's rows (paged caches only).
     int entries[Cfg::kCopies];
@@ -341,6 +360,39 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
         }
     }
 
+    if constexpr (kSplit) {
+        // Partials: normalized fp32 O straight from the accumulators, and the
+        // LSE without the sink (the combine adds it once). A row that saw no
+        // key of this split: O = 0, LSE = -inf.
+        ptx::cp_async_wait<0>();  // no copy outlives the CTA
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float sum = row_sum[mt][r];
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                const int row = m0 + warp_row + mt * 16 + g + 8 * r;
+                if (row >= seq.len_q) continue;
+                const float inv = sum > 0.f ? 1.f / sum : 0.f;
+                const int64_t q_row = p.cu_seqlens_q != nullptr ? int64_t(seq.q_row0) + row
+                                                                : int64_t(batch) * p.seqlen_q + row;
+                const int64_t part_row =
+                    (int64_t(blockIdx.y) * split.q_rows + q_row) * p.num_q_heads + head;
+                float *dst = split.o + part_row * D + 2 * t;
+#pragma unroll
+                for (int nt = 0; nt < Cfg::kOTiles; ++nt)
+                    *reinterpret_cast<float2 *>(dst + nt * 8) =
+                        make_float2(acc[mt][nt][2 * r] * inv, acc[mt][nt][2 * r + 1] * inv);
+                if (t == 0)
+                    split.lse[(int64_t(blockIdx.y) * p.num_q_heads + head) * split.q_rows + q_row] =
+                        sum > 0.f ? (row_max[mt][r] * p.scale_log2 + __log2f(sum)) * 0.6931471805599453f
+                                  : -CUDART_INF_F;
+            }
+        }
+        return;
+    }
+
     // Epilogue: normalize, stage this warp's rows in its own Q rows, then
     // write them with 16-byte stores. A row that saw no key has sum 0: O = 0.
     ptx::cp_async_wait<0>();
@@ -397,14 +449,23 @@ __device__ __forceinline__ void forward(const FwdParams &p) {
 
 }  // namespace fmha::portable
 
-// Entry points: one per (dtype, head_dim, cache kind, query block). The host
-// names them in launch_portable.cpp.
+// Entry points: one per (dtype, head_dim, cache kind, query block, split).
+// The host names them in launch_portable.cpp.
 #define FMHA_PORTABLE_ENTRY(name, bf16, d, paged, short_queries)                     \
     extern "C" __global__ void __launch_bounds__(                                    \
         fmha::portable_tile(d, short_queries, paged).threads,                        \
         fmha::portable_min_ctas(d, short_queries, paged))                            \
         name(const fmha::FwdParams p) {                                              \
-        fmha::portable::forward<bf16, d, paged, short_queries>(p);                   \
+        fmha::portable::forward<bf16, d, paged, short_queries, false>(               \
+            p, fmha::portable::SplitTarget{});                                       \
+    }                                                                                \
+    extern "C" __global__ void __launch_bounds__(                                    \
+        fmha::portable_tile(d, short_queries, paged).threads,                        \
+        fmha::portable_min_ctas(d, short_queries, paged))                            \
+        name##_split(const fmha::PortableSplitParams sp) {                           \
+        fmha::portable::forward<bf16, d, paged, short_queries, true>(                \
+            sp.fwd, fmha::portable::SplitTarget{sp.partial_o, sp.partial_lse,        \
+                                                sp.q_rows, sp.num_splits});          \
     }
 
 #define FMHA_PORTABLE_ENTRIES(d, short_queries, suffix)                              \

@@ -70,6 +70,18 @@ struct DecodeParams {
     int32_t reserved;
 };
 
+// Split-KV on the portable kernel (the `_split` entry points): the forward
+// parameters plus where split blockIdx.y's normalized fp32 O and LSE go, in
+// the layout of src/split_kv.h, for the combine kernel.
+struct PortableSplitParams {
+    FwdParams fwd;
+    float *partial_o;          // fp32 [split][q_rows][num_q_heads][head_dim]
+    float *partial_lse;        // fp32 [split][num_q_heads][q_rows]
+    int64_t q_rows;            // rows of the packed (or batch x seqlen_q) Q
+    int32_t num_splits;
+    int32_t reserved;
+};
+
 // Exact combination of partial (O, LSE) results over disjoint key sets: the
 // split-KV epilogue and fmha_run_merge. Row (b, s, h) of part p is at
 // part_o(p) + b*part_stride.batch + s*part_stride.seq + h*part_stride.head,

@@ -107,7 +107,7 @@ struct KeyTiles {
     FMHA_HOST_DEVICE int count() const { return end - begin; }
 };
 
-FMHA_HOST_DEVICE inline KeyTiles sm90_split_key_tiles(int n_tiles, int split, int num_splits) {
+FMHA_HOST_DEVICE inline KeyTiles key_tiles_of_split(int n_tiles, int split, int num_splits) {
     const int per = (n_tiles + num_splits - 1) / num_splits;
     const int begin = split * per < n_tiles ? split * per : n_tiles;
     return KeyTiles{begin, begin + per < n_tiles ? begin + per : n_tiles};

@@ -88,7 +88,7 @@ TEST_CASE("Hopper split-KV: the splits cover a block's key tiles once, in order"
             INFO("n_tiles " << n_tiles << " num_splits " << splits);
             int next = 0, longest = 0, nonempty = 0;
             for (int s = 0; s < splits; ++s) {
-                const fmha::KeyTiles k = fmha::sm90_split_key_tiles(n_tiles, s, splits);
+                const fmha::KeyTiles k = fmha::key_tiles_of_split(n_tiles, s, splits);
                 REQUIRE(k.count() >= 0);
                 if (k.count() == 0) continue;
                 CHECK(k.begin == next);  // contiguous, in split order

@@ -48,6 +48,8 @@ struct State {
     fake_cuda_stats stats{};
     fake_cuda_launch last{};
     bool has_last = false;
+    fake_cuda_launch previous{};  // the launch before `last`
+    bool has_previous = false;
     Ctx primary[8] = {{0, 101}, {1, 102}, {2, 103}, {3, 104},
                       {4, 105}, {5, 106}, {6, 107}, {7, 108}};
     std::atomic<int> in_run{0};
@@ -348,6 +350,8 @@ CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     std::lock_guard<std::mutex> lock(s.mu);
     if (programmatic && s.sm < 90) return CUDA_ERROR_NOT_SUPPORTED;  // PDL is sm_90+
     ++s.stats.launches;
+    s.previous = s.last;
+    s.has_previous = s.has_last;
     fake_cuda_launch &l = s.last;
     std::snprintf(l.kernel, sizeof l.kernel, "%s", f->name.c_str());
     l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
@@ -489,6 +493,7 @@ FAKE_EXPORT void fake_cuda_reset(void) {
     s.stats = fake_cuda_stats{};
     s.stats.primary_retained = retained;
     s.has_last = false;
+    s.has_previous = false;
     s.in_run = 0;
 }
 
@@ -522,6 +527,14 @@ FAKE_EXPORT int fake_cuda_last_launch(fake_cuda_launch *out) {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.has_last) return 0;
     *out = s.last;
+    return 1;
+}
+
+FAKE_EXPORT int fake_cuda_previous_launch(fake_cuda_launch *out) {
+    State &s = st();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.has_previous) return 0;
+    *out = s.previous;
     return 1;
 }
 

@@ -59,6 +59,7 @@ typedef void (*fake_cuda_configure_fn)(const char *key, long long value);
 typedef void (*fake_cuda_fail_fn)(const char *entry_point, int result);
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats *out);
 typedef int (*fake_cuda_last_launch_fn)(fake_cuda_launch *out);
+typedef int (*fake_cuda_previous_launch_fn)(fake_cuda_launch *out);
 typedef void (*fake_cuda_set_in_run_fn)(int in_run);
 typedef void *(*fake_cuda_context_fn)(int device, int id);
 typedef void (*fake_cuda_push_fn)(void *ctx);
@@ -75,6 +76,7 @@ typedef void (*fake_cuda_pop_fn)(void);
  *                                              (entry NULL: clear)
  *   void  fake_cuda_get_stats(out);
  *   int   fake_cuda_last_launch(out);          0 if there was none
+ *   int   fake_cuda_previous_launch(out);      the one before it; 0 if none
  *   void  fake_cuda_set_in_run(int);
  *   void *fake_cuda_context(device, id);       a user context handle
  *   void  fake_cuda_push(ctx) / fake_cuda_pop(); make one current (like the

@@ -35,6 +35,7 @@ struct Fake {
     fake_cuda_fail_fn fail;
     fake_cuda_get_stats_fn get_stats;
     fake_cuda_last_launch_fn last_launch;
+    fake_cuda_previous_launch_fn previous_launch;
     fake_cuda_set_in_run_fn set_in_run;
     fake_cuda_context_fn context;
     fake_cuda_push_fn push;
@@ -48,6 +49,7 @@ struct Fake {
         fail = sym<fake_cuda_fail_fn>("fake_cuda_fail");
         get_stats = sym<fake_cuda_get_stats_fn>("fake_cuda_get_stats");
         last_launch = sym<fake_cuda_last_launch_fn>("fake_cuda_last_launch");
+        previous_launch = sym<fake_cuda_previous_launch_fn>("fake_cuda_previous_launch");
         set_in_run = sym<fake_cuda_set_in_run_fn>("fake_cuda_set_in_run");
         context = sym<fake_cuda_context_fn>("fake_cuda_context");
         push = sym<fake_cuda_push_fn>("fake_cuda_push");
@@ -100,6 +102,9 @@ fmha_descriptor make_desc(fmha_dtype dt = FMHA_DTYPE_BF16, int64_t hd = 128,
     d.q_strides = d.o_strides = make_layout(layout, d.batch, sq, 8, hd).strides;
     d.k_strides = d.v_strides = make_layout(layout, d.batch, sk, 2, hd).strides;
     d.flags = FMHA_FLAG_WRITE_LSE;
+    // This small problem (72 portable CTAs) would split on the portable
+    // kernel and need a workspace; the tests of split-KV ask for it.
+    d.num_splits = 1;
     return d;
 }
 
@@ -222,6 +227,7 @@ TEST_CASE("fake sm_80: the portable kernel's query block follows seqlen_q", "[cp
             INFO("hd " << hd << " seqlen_q " << sq);
             fmha_descriptor d = make_desc(FMHA_DTYPE_FP16, hd, Layout::BSHD, sq);
             d.kernel = FMHA_KERNEL_PORTABLE;
+            d.num_splits = 1;  // small grids split (a test of its own below)
             Plan plan;
             FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
             const fmha_plan_info i = info_of(plan.p);
@@ -257,6 +263,87 @@ TEST_CASE("fake sm_80: the portable kernel's query block follows seqlen_q", "[cp
     CHECK(i.tile_m == 64);
     CHECK(i.tile_n == 32);
     CHECK(i.shared_memory_bytes == (64 + 2 * 32) * (256 + 8) * 2);
+}
+
+// Split-KV on the portable kernel: automatic where the grid would not fill
+// the SMs' two CTA slots once (splits up to that, each at least 256 keys, at
+// most 64), or as asked; the `_split` entry point over (CTAs, splits), then
+// the combine over every (row, head), as a programmatic dependent on sm_90.
+TEST_CASE("fake devices: the portable kernel splits the keys of small grids", "[cpu][fake-driver][run]") {
+    struct Shape {
+        int64_t hd, q_heads, kv_heads, sq, sk, num_splits, splits;  // num_splits asked, splits expected
+    };
+    // 108 SMs (as an A100): 216 slots
+    const Shape shapes[] = {
+        {128, 32, 8, 600, 32768, 0, 1},   // 160 CTAs of 128 rows: over one per SM
+        {128, 32, 8, 300, 32768, 0, 2},   // 96 CTAs: 216 / 96
+        {128, 8, 2, 64, 32768, 0, 27},    // 8 CTAs of 64 rows: 216 / 8
+        {128, 8, 2, 64, 1000, 0, 3},      // 1000 keys: 3 splits of >= 256
+        {128, 8, 2, 64, 300, 0, 1},       // one split's worth of keys
+        {128, 4, 1, 64, 100000, 0, 54},   // 4 CTAs: 216 / 4, under the cap of 64
+        {128, 1, 1, 64, 100000, 0, 64},   // the cap
+        {256, 8, 8, 200, 8192, 0, 6},     // hd256's 64-row block: 32 CTAs
+        {64, 32, 8, 300, 4096, 5, 5},     // asked for, whatever the grid
+        {96, 8, 2, 64, 4096, 1, 1},       // asked not to split
+    };
+    for (const int sm : {80, 90}) {
+        if (!embeds(sm)) continue;
+        for (const Shape &sh : shapes) {
+            Fake &f = fresh_fake(sm);
+            f.configure("sms", 108);
+            fmha_descriptor d = make_desc(FMHA_DTYPE_FP16, sh.hd, Layout::BSHD, sh.sq, sh.sk);
+            d.batch = 1;
+            d.num_q_heads = sh.q_heads;
+            d.num_kv_heads = sh.kv_heads;
+            d.q_strides = d.o_strides = make_layout(Layout::BSHD, 1, sh.sq, sh.q_heads, sh.hd).strides;
+            d.k_strides = d.v_strides = make_layout(Layout::BSHD, 1, sh.sk, sh.kv_heads, sh.hd).strides;
+            d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+            d.kernel = FMHA_KERNEL_PORTABLE;
+            d.num_splits = int32_t(sh.num_splits);
+            Plan plan;
+            INFO("sm_" << sm << " hd" << sh.hd << " H" << sh.q_heads << "/" << sh.kv_heads << " sq "
+                       << sh.sq << " sk " << sh.sk << " num_splits " << sh.num_splits);
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+            const fmha_plan_info i = info_of(plan.p);
+            CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+            CHECK(i.num_splits == sh.splits);
+            const bool short_block = sh.sq <= 64 && sh.hd != 256;
+            CHECK(std::string(i.kernel_name) ==
+                  std::string("fmha_fwd_portable") + (short_block ? "_short" : "") + "_fp16_hd" +
+                      std::to_string(sh.hd) + (sh.splits > 1 ? "_split" : ""));
+            const uint64_t partials = uint64_t(sh.sq * sh.q_heads) * sh.splits;  // rows x heads
+            CHECK(i.workspace_bytes ==
+                  (sh.splits > 1 ? (partials * sh.hd * 4 + 255) / 256 * 256 + (partials * 4 + 255) / 256 * 256
+                                 : 0u));
+            const fmha_tensors t = fake_tensors();
+            const int launches = f.stats().launches;
+            if (i.workspace_bytes > 0)  // the partials need the workspace
+                FMHA_CHECK_STATUS(FMHA_STATUS_WORKSPACE_TOO_SMALL, fmha_run(plan.p, &t, nullptr, 0, nullptr));
+            CHECK(f.stats().launches == launches);
+            FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                                fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+            CHECK(f.stats().launches == launches + (sh.splits > 1 ? 2 : 1));
+            const unsigned ctas = unsigned((sh.sq + i.tile_m - 1) / i.tile_m * sh.q_heads);
+            fake_cuda_launch l;
+            REQUIRE(f.last_launch(&l) == 1);
+            if (sh.splits > 1) {
+                fake_cuda_launch k;
+                REQUIRE(f.previous_launch(&k) == 1);
+                CHECK(std::string(k.kernel) == i.kernel_name);
+                CHECK(k.grid[0] == ctas);
+                CHECK(k.grid[1] == unsigned(sh.splits));
+                CHECK(k.grid[2] == 1u);
+                CHECK(k.programmatic == 0);
+                CHECK(std::string(l.kernel).find("fmha_combine_splits_fp16") == 0);
+                CHECK(l.grid[0] == expected_combine_ctas(sh.sq * sh.q_heads, sh.hd, int(sh.splits)));
+                CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
+            } else {
+                CHECK(std::string(l.kernel) == i.kernel_name);
+                CHECK(l.grid[0] == ctas);
+                CHECK(l.grid[1] == 1u);
+            }
+        }
+    }
 }
 
 TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-driver]") {
@@ -368,6 +455,7 @@ TEST_CASE("fake driver: long key sequences take hd128's wide key tile on sm_90",
 fmha_plan_info windowed_plan(int64_t seqlen_q, int64_t seqlen_k, fmha_mask mask, int32_t left) {
     fresh_fake(90);
     fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, seqlen_q, seqlen_k);
+    d.num_splits = 0;  // automatic
     d.mask = mask;
     d.window_left = left;
     Plan plan;
@@ -392,6 +480,7 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
             for (int64_t sk : {1000, 5000}) {
                 fresh_fake(90);
                 fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, 300, sk);
+                d.num_splits = 0;  // automatic
                 d.window_left = sh.left;
                 d.window_right = sh.right;
                 d.softcap = sh.softcap;
@@ -417,6 +506,7 @@ TEST_CASE("fake driver: windows, softcap and sinks take the Hopper kernel's _sco
     for (int32_t left : {0, 127, 896, 897, 4096}) {
         Fake &f = fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 64, Layout::BSHD, 1000, 5000);
+        d.num_splits = 0;  // automatic
         d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
         d.window_left = left;
         Plan plan;
@@ -966,6 +1056,7 @@ TEST_CASE("fake driver: the Hopper kernel's shortest automatic split depends on 
     for (const Row &r : rows) {
         fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, r.hd, Layout::BSHD, 1, r.sk);
+        d.num_splits = 0;  // automatic
         d.batch = 1;
         d.num_q_heads = 32;
         d.num_kv_heads = 1;
@@ -1414,6 +1505,7 @@ TEST_CASE("fake driver: hd64 pairs keep the unpaired grid under automatic splits
     for (const Row &r : rows) {
         fresh_fake(90);
         fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 64, Layout::BSHD, 1, r.seqlen_k);
+        d.num_splits = 0;  // automatic
         d.batch = r.batch;
         d.num_q_heads = r.q_heads;
         d.num_kv_heads = r.kv_heads;
@@ -1438,6 +1530,7 @@ static fmha_descriptor decode_row_desc(int64_t batch, int64_t q_heads, int64_t k
                                        int64_t seqlen_q, int64_t seqlen_k, int64_t hd,
                                        bool paged) {
     fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, seqlen_q, seqlen_k);
+    d.num_splits = 0;  // automatic
     d.batch = batch;
     d.num_q_heads = q_heads;
     d.num_kv_heads = kv_heads;
@@ -1933,9 +2026,10 @@ TEST_CASE("fake driver: packed Q with no rows runs nothing", "[cpu][fake-driver]
 // Without the Hopper kernel (other devices, and pages of under 16 rows on
 // sm_90), AUTO picks between the decode and portable kernels by the K/V
 // reads of each: the decode kernel while its 16-row tiles are at most 1.5
-// times the portable kernel's query heads x 128-position blocks, or while
-// the portable grid would leave most SMs idle (launch_decode.cpp,
-// prefers_decode; kernel-notes d55).
+// times the portable kernel's query heads x 128-position blocks, and up to
+// 32 query positions over pages or at head_dim 64 (launch_decode.cpp,
+// prefers_decode; kernel notes d55, p13). The portable kernel splits the
+// keys of grids under one CTA per SM slot (two per SM).
 TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fake-driver][plan][decode]") {
     struct Row {
         int32_t page_size;  // 0: contiguous cache
@@ -1948,31 +2042,32 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
         // sm_90: pages of under 16 rows go to the Hopper kernel's `_gather`
         // entry points past one 16-row tile per KV head, as pages of 16 do.
         {1, 3, 32, 8, 16, kHopper, kDecode},        // 4 decode tiles against 4 portable reads
-        {1, 3, 32, 8, 32, kHopper, kPortable},      // 8 against 4
+        {1, 3, 32, 8, 32, kHopper, kDecode},        // 8 against 4, but 32 positions over pages
         {1, 3, 32, 8, 128, kHopper, kPortable},     // 32 against 4
         {1, 3, 32, 32, 64, kHopper, kPortable},     // 4 against 1
         {1, 3, 32, 8, 1024, kHopper, kPortable},    // chunked prefill: 256 against 32
         {2, 3, 32, 8, 24, kHopper, kDecode},        // 6 against 4: at the bound
-        {2, 3, 32, 8, 32, kHopper, kPortable},
+        {2, 3, 32, 8, 32, kHopper, kDecode},        // 32 positions over pages
         {4, 3, 32, 8, 64, kHopper, kPortable},
         {8, 3, 32, 8, 4, kDecode, kDecode},         // one 16-row tile
         {8, 3, 32, 8, 128, kHopper, kPortable},
-        {8, 3, 32, 32, 32, kHopper, kPortable},     // 2 against 1
+        {8, 3, 32, 32, 32, kHopper, kDecode},       // 2 against 1, 32 positions over pages
         {8, 3, 32, 32, 128, kHopper, kPortable},
         {12, 3, 32, 32, 64, kHopper, kPortable},
-        {1, 1, 32, 32, 32, kHopper, kDecode},       // sm_80: the portable grid would leave SMs idle
-        {1, 1, 32, 8, 64, kHopper, kDecode},        // 32 portable CTAs: the decode kernel splits
-        {1, 1, 32, 8, 128, kHopper, kDecode},       // 32 portable CTAs over pages: the decode kernel
-        {16, 1, 16, 2, 128, kHopper, kDecode},      // 1024 rows per KV head, 16 CTAs (5x, d56)
-        {16, 3, 32, 8, 32, kHopper, kPortable},     // the Hopper kernel's pages
+        {1, 1, 32, 32, 32, kHopper, kDecode},
+        {1, 1, 32, 8, 64, kHopper, kPortable},      // 32 portable CTAs, split 8 ways
+        {1, 1, 32, 8, 128, kHopper, kPortable},
+        {16, 1, 16, 2, 128, kHopper, kPortable},    // 16 CTAs, split 16 ways (was decode, d56)
+        {16, 3, 32, 8, 32, kHopper, kDecode},       // the Hopper kernel's pages; sm_80: 32 positions
         {0, 3, 32, 8, 16, kHopper, kDecode},        // contiguous: 4 against 4
+        {0, 3, 32, 8, 32, kHopper, kPortable},      // contiguous hd128 at 32 positions
         {0, 3, 32, 32, 64, kHopper, kPortable},     // 4 against 1 (64 rows took the decode kernel before d55)
-        {0, 1, 32, 32, 128, kHopper, kDecode},      // small grid: 256 decode reads, 2 per SM
-        {0, 1, 32, 8, 128, kHopper, kDecode},       // the same reads at 512 rows per KV head
-        {0, 1, 16, 2, 64, kHopper, kDecode},        // 64 reads against one 64-row block per head
-        {0, 1, 32, 32, 256, kHopper, kPortable},    // 512 reads, 4 per SM: the portable kernel
-        {0, 1, 16, 2, 512, kHopper, kPortable},     // 512 reads: 64 CTAs of 128 rows
-        {0, 2, 32, 8, 64, kHopper, kPortable},      // 256 reads per 64-row blocks: 4 per SM
+        {0, 1, 32, 32, 128, kHopper, kPortable},    // small grids split (took the decode kernel in d56)
+        {0, 1, 32, 8, 128, kHopper, kPortable},
+        {0, 1, 16, 2, 64, kHopper, kPortable},
+        {0, 1, 32, 32, 256, kHopper, kPortable},
+        {0, 1, 16, 2, 512, kHopper, kPortable},
+        {0, 2, 32, 8, 64, kHopper, kPortable},
     };
     for (const int sm : {80, 90})
         for (const Row &r : rows) {
@@ -1980,6 +2075,7 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
             fresh_fake(sm);
             const int64_t hd = 128, seqlen_k = 4096;
             fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, hd, Layout::BSHD, r.seqlen_q, seqlen_k);
+            d.num_splits = 0;  // automatic
             d.batch = r.batch;
             d.num_q_heads = r.q_heads;
             d.num_kv_heads = r.kv_heads;
@@ -2001,11 +2097,19 @@ TEST_CASE("fake driver: AUTO between the decode and portable kernels", "[cpu][fa
             const fmha_plan_info i = info_of(plan.p);
             CHECK(i.kernel_family == (sm == 90 ? r.sm90 : r.sm80));
             // Paged problems take the portable kernel's `_paged` entry points.
-            // Up to 64 query rows, the `_short` ones (the 64-row query block).
-            if (i.kernel_family == FMHA_KERNEL_PORTABLE)
+            // Up to 64 query rows, the `_short` ones (the 64-row query block);
+            // grids under 264 CTAs (132 SMs, two slots each) the `_split` ones,
+            // as many splits as fill the slots, each of >= 256 of the 4096 keys.
+            if (i.kernel_family == FMHA_KERNEL_PORTABLE) {
+                const int64_t block = r.seqlen_q <= 64 ? 64 : 128;
+                const int64_t ctas = (r.seqlen_q + block - 1) / block * r.q_heads * r.batch;
+                const int64_t splits = std::max<int64_t>(1, std::min<int64_t>(264 / ctas, 16));
+                CHECK(i.num_splits == splits);
                 CHECK(std::string(i.kernel_name) ==
                       std::string("fmha_fwd_portable") + (r.page_size > 0 ? "_paged" : "") +
-                          (r.seqlen_q <= 64 ? "_short" : "") + "_bf16_hd128");
+                          (r.seqlen_q <= 64 ? "_short" : "") + "_bf16_hd128" +
+                          (splits > 1 ? "_split" : ""));
+            }
         }
 }
 
@@ -2099,7 +2203,7 @@ TEST_CASE("fake driver: support queries and plans agree on shared memory",
         {"hd512 AUTO (decode: 213,248 bytes)", 512, FMHA_KERNEL_AUTO, 0, false, false},
         {"hd512 DECODE", 512, FMHA_KERNEL_DECODE, 0, false, false},
         {"hd256 DECODE (205,056 bytes)", 256, FMHA_KERNEL_DECODE, 0, false, false},
-        {"hd256 AUTO, 4 splits (decode only)", 256, FMHA_KERNEL_AUTO, 4, false, false},
+        {"hd256 AUTO, 4 splits (falls back to portable, split)", 256, FMHA_KERNEL_AUTO, 4, true, true},
         {"hd256 DECODE, 4 splits", 256, FMHA_KERNEL_DECODE, 4, false, false},
         {"hd256 AUTO (falls back to portable)", 256, FMHA_KERNEL_AUTO, 0, true, true},
         {"hd128 DECODE (102,656 bytes)", 128, FMHA_KERNEL_DECODE, 0, true, false},
@@ -2137,6 +2241,7 @@ TEST_CASE("fake driver: support queries and plans agree on shared memory",
                 if (r.kernel == FMHA_KERNEL_DECODE) CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
                 if (r.hd == 256 && r.kernel == FMHA_KERNEL_AUTO)
                     CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+                if (r.splits > 0) CHECK(i.num_splits == r.splits);
             } else {
                 CHECK(msg.find("shared memory") != std::string::npos);
                 CHECK(msg.find(std::to_string(optin)) != std::string::npos);

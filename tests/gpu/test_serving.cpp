@@ -9,8 +9,7 @@
 // Every case runs on the kernel families of FMHA_TEST_KERNEL: unset or
 // "auto" means AUTO, PORTABLE and DECODE; "portable", "decode" or "hopper"
 // only that one. A forced family may answer NOT_SUPPORTED only where fmha.h
-// says so (PORTABLE with head_dim 512 or num_splits >= 2; an explicit
-// HOPPER): such runs are printed as UNSUPPORTED and never counted as passes;
+// says so (PORTABLE with head_dim 512; an explicit HOPPER): such runs are printed as UNSUPPORTED and never counted as passes;
 // any other NOT_SUPPORTED is a failure.
 //
 // Environment: FMHA_TEST_SEED, FMHA_TEST_CASE (substring of the case names),
@@ -420,9 +419,9 @@ Agreement agreement(const ServingHost &h, const Outputs &a, const Outputs &b) {
 
 TEST_CASE("split-KV: every split count agrees with the reference and with no split",
           "[gpu][serving][split]") {
-    // These runs ask for DECODE, on sm_90 HOPPER too (it splits when asked,
-    // paged caches included), and AUTO and PORTABLE,
-    // whatever FMHA_TEST_KERNEL says.
+    // These runs ask for DECODE and PORTABLE, on sm_90 HOPPER too (each splits
+    // when asked, paged caches included), and AUTO, whatever FMHA_TEST_KERNEL
+    // says.
     FMHA_SERVING_PROLOGUE();
     Stats st;
     for (const ServingCase &c : split_suite()) {
@@ -445,21 +444,28 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
                 record("split", c, r, st);
                 if (!r.unsupported) runs.push_back(std::move(r));
             }
-        // AUTO with an explicit split count takes the decode kernel (run_serving
-        // checks the plan's family); PORTABLE cannot split: NOT_SUPPORTED.
-        for (auto fk : {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE}) {
+        // The portable kernel splits too (the `_split` entry points), at every
+        // count; head_dim 512 is NOT_SUPPORTED on it.
+        for (int32_t s : split_counts()) {
             if (st.aborted) break;
-            ServingRun r = run_serving(data, fk, 3);
+            ServingRun r = run_serving(data, FMHA_KERNEL_PORTABLE, s);
             record("split", c, r, st);
-            if (fk == FMHA_KERNEL_PORTABLE) {
-                INFO(r.summary(c));
+            INFO(r.summary(c));
+            if (c.head_dim == 512) {
                 CHECK(r.status == FMHA_STATUS_NOT_SUPPORTED);
-                CHECK(r.unsupported != nullptr);
-            } else {
-                INFO(r.summary(c));
-                CHECK(r.kernel_family == FMHA_KERNEL_DECODE);
-                CHECK(r.num_splits == 3);
+                continue;
             }
+            CHECK(r.kernel_family == FMHA_KERNEL_PORTABLE);
+            if (!r.unsupported) runs.push_back(std::move(r));
+        }
+        // AUTO with an explicit split count takes the decode kernel (run_serving
+        // checks the plan's family).
+        if (!st.aborted) {
+            ServingRun r = run_serving(data, FMHA_KERNEL_AUTO, 3);
+            record("split", c, r, st);
+            INFO(r.summary(c));
+            CHECK(r.kernel_family == FMHA_KERNEL_DECODE);
+            CHECK(r.num_splits == 3);
         }
         if (runs.empty() || !runs[0].passed()) continue;  // a failure already counted
         const ServingRun &base = runs[0];

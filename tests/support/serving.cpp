@@ -643,8 +643,6 @@ const char *documented_unsupported(const fmha_descriptor &d, const std::string &
         return "fmha.h: the kernel needs more shared memory than this device offers";
     if (d.kernel == FMHA_KERNEL_PORTABLE && d.head_dim == 512)
         return "fmha.h: head_dim 512 runs on the decode and Hopper kernels";
-    if (d.kernel == FMHA_KERNEL_PORTABLE && d.num_splits >= 2)
-        return "fmha.h: num_splits >= 2 is for the decode and Hopper kernels";
     if (d.kernel == FMHA_KERNEL_HOPPER)
         return "an explicitly requested Hopper kernel may decline a problem";
     return nullptr;

@@ -47,20 +47,17 @@ ServingRun run_serving_on(Data &data, fmha_kernel_family kernel, int32_t num_spl
             pp = std::string("family ") + family_name(info.kernel_family) + " for a forced " +
                  family_name(kernel);
         else if (kernel == FMHA_KERNEL_AUTO && num_splits >= 2 &&
-                 info.kernel_family != FMHA_KERNEL_DECODE)
-            pp = std::string("AUTO chose ") + family_name(info.kernel_family) +
-                 ", not decode, for num_splits >= 2";
+                 info.kernel_family == FMHA_KERNEL_HOPPER)
+            pp = "AUTO chose hopper, not decode (or portable where decode does not fit), for "
+                 "num_splits >= 2";
         else if (kernel == FMHA_KERNEL_AUTO && desc.head_dim == 512 &&
                  info.kernel_family == FMHA_KERNEL_PORTABLE)
             pp = "AUTO chose portable for head_dim 512";
         else if (info.num_splits < 1)
             pp = "num_splits " + std::to_string(info.num_splits) + " < 1";
-        else if (info.kernel_family != FMHA_KERNEL_PORTABLE && num_splits >= 1 &&
-                 info.num_splits != num_splits)  // decode and Hopper split as asked
+        else if (num_splits >= 1 && info.num_splits != num_splits)  // every kernel splits as asked
             pp = "num_splits " + std::to_string(info.num_splits) + " for a request of exactly " +
                  std::to_string(num_splits);
-        else if (info.kernel_family == FMHA_KERNEL_PORTABLE && info.num_splits != 1)
-            pp = "num_splits " + std::to_string(info.num_splits) + " on a kernel that cannot split";
         else if (info.workspace_bytes != uint64_t(ws_bytes))
             pp = "workspace_bytes " + std::to_string(info.workspace_bytes) +
                  " != fmha_plan_workspace_size " + std::to_string(ws_bytes);

@@ -64,9 +64,10 @@ def check_plan_info() -> None:
         info = plan.info
         assert info is plan.info  # cached
         assert info.device == 0 and info.device_sm == 80
-        # sm_80, so not the Hopper kernel; the portable grid would be 16 CTAs
-        # on 132 SMs, so AUTO takes the decode kernel (kernel notes d56).
-        assert info.kernel_family == fmha.KernelFamily.DECODE, info
+        # sm_80, so not the Hopper kernel; 128 query positions: the portable
+        # kernel, its 16 CTAs unsplit (256 keys are one split's worth; p13).
+        assert info.kernel_family == fmha.KernelFamily.PORTABLE, info
+        assert info.num_splits == 1, info
         assert info.kernel_name, info
         assert info.image_sm == 80 or info.image_is_ptx, info
         assert info.workspace_bytes == plan.workspace_size >= 0

@@ -99,7 +99,7 @@ __device__ __forceinline__ int kv_head_of(const Sm90Params &params, const Tile &
 // Split `split`'s share of a query block's key tiles.
 __device__ __forceinline__ KeyTiles split_key_tiles(const Sm90Params &params, KeyTiles tiles,
                                                     int split) {
-    const KeyTiles share = sm90_split_key_tiles(tiles.count(), split, params.num_splits);
+    const KeyTiles share = key_tiles_of_split(tiles.count(), split, params.num_splits);
     return KeyTiles{tiles.begin + share.begin, tiles.begin + share.end};
 }
 

@@ -277,7 +277,7 @@ public:
 
 // Why fmha.h says `d.kernel` cannot run `d` (NOT_SUPPORTED is then an
 // answer, not a failure), or nullptr where the header documents no such
-// limit: PORTABLE with head_dim 512 or num_splits >= 2; an explicitly
+// limit: PORTABLE with head_dim 512; an explicitly
 // requested HOPPER kernel (as the existing sweep treats it); a kernel whose
 // shared memory the device lacks (`error`: plan creation's message).
 const char *documented_unsupported(const fmha_descriptor &d, const std::string &error = {});
@@ -308,10 +308,9 @@ struct ServingRun {
 // runs twice with outputs prefilled with NaN, synchronizes, compares the
 // two outputs bitwise and the first with the references, and checks every
 // guard band. Plan info is checked against fmha.h: a forced family is the
-// one chosen; AUTO with num_splits >= 2 chooses DECODE, with head_dim 512
-// not PORTABLE;
-// num_splits is >= 1, exactly the request for 1..128 on the decode kernel,
-// and 1 on a kernel that cannot split; workspace_bytes matches.
+// one chosen; AUTO with num_splits >= 2 chooses DECODE (PORTABLE where the
+// decode kernel does not fit), with head_dim 512 not PORTABLE; num_splits
+// is >= 1 and exactly the request for 1..128; workspace_bytes matches.
 ServingRun run_serving(ServingData &data, fmha_kernel_family kernel, int32_t num_splits);
 
 // ---- merge -----------------------------------------------------------

@@ -420,8 +420,8 @@ def attention(
         sinks: float32 ``[num_q_heads]`` sink logits joining each row's
             softmax denominator (LSE includes them).
         num_splits: split-KV parts per (sequence, head): ``None``/0
-            automatic, 1 off, 2..128 exactly that many (the decode and
-            Hopper kernels split; the portable kernel does not).
+            automatic, 1 off, 2..128 exactly that many (every kernel
+            family splits).
 
     Returns:
         ``out``, or ``(out, lse)`` when ``return_lse`` is true.

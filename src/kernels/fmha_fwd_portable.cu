@@ -120,6 +120,12 @@ __device__ __forceinline__ void load_tile(T *smem, const KvRows<T> &src,
     }
 }
 
+// A row's sum over the 4 lanes of a quad that share it.
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 // Where a split CTA's partials go (kSplit only).
 struct SplitTarget {
     float *o;
@@ -369,9 +375,7 @@ __device__ __forceinline__ void forward(const FwdParams &p, const SplitTarget &s
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                float sum = row_sum[mt][r];
-                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                const float sum = quad_sum(row_sum[mt][r]);
                 const int row = m0 + warp_row + mt * 16 + g + 8 * r;
                 if (row >= seq.len_q) continue;
                 const float inv = sum > 0.f ? 1.f / sum : 0.f;
@@ -405,9 +409,7 @@ __device__ __forceinline__ void forward(const FwdParams &p, const SplitTarget &s
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float sum = row_sum[mt][r];
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const float sum = quad_sum(row_sum[mt][r]);
             // Everything relative to m = max(row max, sink), in base 2.
             const float row_m = sum > 0.f ? row_max[mt][r] * p.scale_log2 : -CUDART_INF_F;
             const float m = fmaxf(row_m, sink_log2);

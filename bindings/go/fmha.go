@@ -9,6 +9,12 @@
 // libfmha keeps its last error message per OS thread, so every call that
 // can fail runs with the goroutine locked to its thread until the message
 // has been copied into the returned *Error.
+//
+// The Go structs mirror the header of one release (VersionMajor,
+// VersionMinor), but the library is loaded at run time, so before the first
+// call that hands it a struct the package checks the library's Version()
+// once (CheckLibraryVersion); a library it cannot use makes those calls
+// return ErrVersionMismatch with a message naming both versions.
 package fmha
 
 /*
@@ -223,8 +229,12 @@ func (d *Descriptor) c() *C.fmha_descriptor {
 // NewDescriptor returns a descriptor filled by fmha_descriptor_init with
 // the library's defaults (strides 0 except Dim 1, BF16, no mask, AUTO
 // kernel, device 0). It fails with ErrVersionMismatch if the library is
-// older than this package.
+// older than this package or of another release series
+// (CheckLibraryVersion).
 func NewDescriptor() (*Descriptor, error) {
+	if err := CheckLibraryVersion(); err != nil {
+		return nil, err
+	}
 	d := new(Descriptor)
 	if err := call(func() C.fmha_status { return C.fmha_descriptor_init(d.c(), DescriptorVersion) }); err != nil {
 		return nil, err
@@ -235,6 +245,9 @@ func NewDescriptor() (*Descriptor, error) {
 // ContiguousStrides returns the library's strides of a contiguous tensor
 // of nheads heads of headDim elements in the given layout.
 func ContiguousStrides(layout Layout, seqlen, nheads, headDim int64) (Strides, error) {
+	if err := CheckLibraryVersion(); err != nil {
+		return Strides{}, err
+	}
 	var s Strides
 	p := (*C.fmha_strides)(unsafe.Pointer(&s))
 	err := call(func() C.fmha_status {
@@ -289,6 +302,9 @@ func (d *Descriptor) SetContiguous(layout Layout) error {
 // anything. sm is a compute capability as major*10+minor (80, 90, ...),
 // SMAny or SMCurrentDevice (which needs the driver).
 func CheckSupport(d *Descriptor, sm int) error {
+	if err := CheckLibraryVersion(); err != nil {
+		return err
+	}
 	if sm < math.MinInt32 || sm > math.MaxInt32 {
 		// C.int32_t(sm) would keep the low 32 bits: 1<<32|90 would check sm 90.
 		return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("fmha: sm %d does not fit in int32", sm)}
@@ -299,6 +315,53 @@ func CheckSupport(d *Descriptor, sm int) error {
 // Version returns the loaded library's version as
 // major*10000 + minor*100 + patch; compare with VersionNumber.
 func Version() uint32 { return uint32(C.fmha_version()) }
+
+// VersionCompatible says whether a library whose Version() is found can be
+// used by bindings that mirror the header of release
+// mirroredMajor.mirroredMinor: the major version must be the same, and
+// before 1.0 the minor version too, since a 0.x minor release may change the
+// struct layouts. It returns nil, or an *Error of StatusVersionMismatch
+// naming both versions. Pure: no library call.
+func VersionCompatible(found, mirroredMajor, mirroredMinor uint32) error {
+	major, minor, patch := found/10000, found/100%100, found%100
+	loaded := fmt.Sprintf("fmha: the loaded libfmha is %d.%d.%d, but this package mirrors the header of libfmha %d.%d",
+		major, minor, patch, mirroredMajor, mirroredMinor)
+	if major != mirroredMajor {
+		return &Error{Status: StatusVersionMismatch, Message: fmt.Sprintf("%s and needs libfmha %d.x",
+			loaded, mirroredMajor)}
+	}
+	if major == 0 && minor != mirroredMinor {
+		return &Error{Status: StatusVersionMismatch, Message: fmt.Sprintf(
+			"%s and needs libfmha %d.%d.x (before 1.0 a minor release may change the struct layouts)",
+			loaded, mirroredMajor, mirroredMinor)}
+	}
+	return nil
+}
+
+var libraryVersion struct {
+	once sync.Once
+	err  *Error // VersionCompatible's verdict; nil when compatible
+}
+
+// CheckLibraryVersion checks that the loaded library can be used with the
+// struct layouts this package mirrors (VersionCompatible against
+// VersionMajor and VersionMinor, which abi_test.go holds equal to the
+// header's): nil, or ErrVersionMismatch naming both versions. It asks the
+// library once per process; every function that passes the library a struct
+// (NewDescriptor, ContiguousStrides, CheckSupport, NewPlan, CheckBlockTable,
+// NewMergeDescriptor, NewMergePlan) calls it first.
+func CheckLibraryVersion() error {
+	libraryVersion.once.Do(func() {
+		if err := VersionCompatible(Version(), VersionMajor, VersionMinor); err != nil {
+			libraryVersion.err = err.(*Error)
+		}
+	})
+	if libraryVersion.err == nil {
+		return nil
+	}
+	copied := *libraryVersion.err // each caller owns its error
+	return &copied
+}
 
 // VersionString returns the loaded library's version, e.g. "0.1.0".
 func VersionString() string { return C.GoString(C.fmha_version_string()) }
@@ -428,6 +491,9 @@ func (h *planHandle) info() (PlanInfo, error) {
 // NewPlan validates d, picks the device and a kernel and loads it.
 // Slow-ish: create plans ahead of time. Returns ErrNoDriver without a driver.
 func NewPlan(d *Descriptor) (*Plan, error) {
+	if err := CheckLibraryVersion(); err != nil {
+		return nil, err
+	}
 	p, err := createPlan("fmha_create_plan", func(p **C.fmha_plan) C.fmha_status {
 		return C.fmha_create_plan(p, d.c())
 	})
@@ -525,6 +591,9 @@ func (p *Plan) Run(t Tensors, workspace DevicePtr, workspaceBytes uint64, stream
 // driver needed. The library's message names the first bad entry as
 // block_table[b][i].
 func CheckBlockTable(d *Descriptor, table []int32, seqlensK []int32) error {
+	if err := CheckLibraryVersion(); err != nil {
+		return err
+	}
 	if d.Flags&FlagPagedKV != 0 && d.Batch > 0 && d.MaxPagesPerSeq > 0 {
 		if d.MaxPagesPerSeq > int64(len(table))/d.Batch { // i.e. len(table) < Batch*MaxPagesPerSeq, without overflow
 			return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
@@ -578,6 +647,9 @@ func (d *MergeDescriptor) c() *C.fmha_merge_descriptor {
 // NewMergeDescriptor returns a merge descriptor filled by
 // fmha_merge_descriptor_init (BF16, strides 0 except Dim 1, device 0).
 func NewMergeDescriptor() (*MergeDescriptor, error) {
+	if err := CheckLibraryVersion(); err != nil {
+		return nil, err
+	}
 	d := new(MergeDescriptor)
 	if err := call(func() C.fmha_status {
 		return C.fmha_merge_descriptor_init(d.c(), MergeDescriptorVersion)
@@ -609,6 +681,9 @@ type MergePlan struct {
 // NewMergePlan validates d and loads the merge kernel (needs the driver:
 // ErrNoDriver otherwise).
 func NewMergePlan(d *MergeDescriptor) (*MergePlan, error) {
+	if err := CheckLibraryVersion(); err != nil {
+		return nil, err
+	}
 	p, err := createPlan("fmha_create_merge_plan", func(p **C.fmha_plan) C.fmha_status {
 		return C.fmha_create_merge_plan(p, d.c())
 	})

@@ -12,10 +12,12 @@ real one, reason printed), anything else failed. No GPU memory exists: the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
 import threading
+import types
 
 import fmha
 
@@ -220,31 +222,41 @@ def check_run_rejects_integers_ctypes_would_truncate() -> None:
         assert launches() > before and last_stream() == 0x10
 
 
-def check_remembered_call_form_after_close() -> None:
-    # A remembered call form (fmha._fastcall) holds its plan, and
-    # fmha.last_plan() hands that plan out: once it is closed, the form must
-    # raise, not run the freed handle. The form only needs torch for streams
-    # and allocations; a stub stands in (explicit stream, out and workspace).
-    import types
+class StubTensor:
+    """A torch.Tensor stand-in: only its address is read."""
 
-    from fmha import _fastcall
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
 
-    class Tensor:
-        def __init__(self, ptr: int) -> None:
-            self.ptr = ptr
+    def data_ptr(self) -> int:
+        return self.ptr
 
-        def data_ptr(self) -> int:
-            return self.ptr
 
+@contextlib.contextmanager
+def torch_stub():
+    """A remembered call form only needs torch for streams and allocations;
+    this stub stands in (callers pass the stream, out and workspace)."""
     stub = types.ModuleType("torch")
-    stub.Tensor = Tensor
+    stub.Tensor = StubTensor
     stub._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
     sys.modules["torch"] = stub
     try:
+        yield
+    finally:
+        del sys.modules["torch"]
+
+
+def check_remembered_call_form_after_close() -> None:
+    # A remembered call form (fmha._fastcall) holds its plan, and
+    # fmha.last_plan() hands that plan out: once it is closed, the form must
+    # raise, not run the freed handle.
+    from fmha import _fastcall
+
+    with torch_stub():
         plan = fmha.Plan(**PROBLEM, num_splits=4)
         form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
-        slots = _fastcall.Slots(Tensor(Q_PTR), Tensor(K_PTR), Tensor(V_PTR), Tensor(O_PTR),
-                                workspace=Tensor(WS_PTR))
+        slots = _fastcall.Slots(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
+                                workspace=StubTensor(WS_PTR))
         before = launches()
         assert form.run(slots, 0x1230).ptr == O_PTR
         assert launches() > before and last_stream() == 0x1230
@@ -252,8 +264,115 @@ def check_remembered_call_form_after_close() -> None:
         before = launches()
         expect(ValueError, form.run, slots, 0x1230, match="closed")
         assert launches() == before
+
+
+# ---------------------------------------------------------------- close() during runs
+class BlockingCall:
+    """Stands in for a foreign function: each call says it is inside, waits
+    until released, then calls the real function and logs its return."""
+
+    def __init__(self, real, log: list) -> None:
+        self.real, self.log = real, log
+        self.inside = threading.Semaphore(0)
+        self.released = threading.Event()
+
+    def __call__(self, *args):
+        self.inside.release()
+        if not self.released.wait(60):
+            raise RuntimeError("the test never released this call")
+        status = self.real(*args)
+        self.log.append("call returned")
+        return status
+
+
+@contextlib.contextmanager
+def blocking(owner, name: str, log: list):
+    """Replace ``owner.name`` (a foreign function) by a BlockingCall."""
+    real = getattr(owner, name)
+    call = BlockingCall(real, log)
+    setattr(owner, name, call)
+    try:
+        yield call
     finally:
-        del sys.modules["torch"]
+        setattr(owner, name, real)
+
+
+class DestroySpy:
+    """A plan's ``_lib`` that logs fmha_destroy_plan before forwarding it."""
+
+    def __init__(self, lib, log: list) -> None:
+        self.lib, self.log = lib, log
+
+    def fmha_destroy_plan(self, handle) -> None:
+        self.log.append("destroyed")
+        self.lib.fmha_destroy_plan(handle)
+
+
+def close_waits_for_runs(plan, run, call: BlockingCall) -> None:
+    """Two runs of ``plan`` on two threads block inside the library at once;
+    close() on a third must neither return nor destroy the plan before both
+    have returned, and a run that starts in the meantime must raise."""
+    log = call.log
+    plan._lib = DestroySpy(plan._lib, log)
+    errors = []
+
+    def runner() -> None:
+        try:
+            run()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    runners = [threading.Thread(target=runner, daemon=True) for _ in range(2)]
+    for t in runners:
+        t.start()
+    for _ in runners:  # both inside together: runs of one plan stay concurrent
+        assert call.inside.acquire(timeout=30), "the two runs were not inside the library together"
+    closer = threading.Thread(target=plan.close, daemon=True)
+    closer.start()
+    closer.join(0.5)
+    assert closer.is_alive(), f"close() returned while two runs were inside the library (log {log})"
+    assert log == [] and plan.closed, log
+    expect(ValueError, run, match="closed")  # never reaches the library: it would block
+
+    before = launches()
+    call.released.set()
+    for t in runners + [closer]:
+        t.join(30)
+        assert not t.is_alive()
+    assert not errors, errors
+    assert log == ["call returned", "call returned", "destroyed"], log
+    assert launches() >= before + 2
+    expect(ValueError, run, match="closed")
+
+
+def check_close_waits_for_plan_runs_in_flight() -> None:
+    plan = fmha.Plan(**PROBLEM)
+    ws = workspace_args(plan)
+    log: list = []
+    fmha._lib.fmha_run_untyped()  # resolve it, so that the stand-in replaces it
+    with blocking(fmha._lib, "_run_untyped", log) as call:
+        close_waits_for_runs(plan, lambda: plan.run(Q_PTR, K_PTR, V_PTR, O_PTR, stream=0x10, **ws), call)
+
+
+def check_close_waits_for_remembered_form_runs_in_flight() -> None:
+    from fmha import _fastcall
+
+    with torch_stub():
+        plan = fmha.Plan(**PROBLEM, num_splits=4)
+        form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
+        slots = _fastcall.Slots(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
+                                workspace=StubTensor(WS_PTR))
+        log: list = []
+        fmha._lib.fmha_run_untyped()
+        with blocking(fmha._lib, "_run_untyped", log) as call:
+            close_waits_for_runs(plan, lambda: form.run(slots, 0x1230), call)
+
+
+def check_close_waits_for_merge_plan_runs_in_flight() -> None:
+    mp = fmha.MergePlan(batch=B, seqlen_q=5, num_heads=HQ, head_dim=D, num_parts=2)
+    log: list = []
+    with blocking(fmha.library(), "fmha_run_merge", log) as call:
+        close_waits_for_runs(mp, lambda: mp.run([Q_PTR, K_PTR], [LSE_PTR, LSE_PTR + 4], O_PTR, stream=0x990), call)
 
 
 # ---------------------------------------------------------------- serving (descriptor v3, merge)

@@ -5,6 +5,13 @@
 //! driver return [`Status::NoDriver`] on machines without one instead of
 //! failing to load.
 //!
+//! The crate mirrors the struct layouts of one header version
+//! ([`sys::FMHA_VERSION_MAJOR`], [`sys::FMHA_VERSION_MINOR`]) but links
+//! libfmha dynamically, so before the first call that hands the library a
+//! struct it checks the loaded library's [`version`] once
+//! ([`check_library_version`]); a library it cannot use makes those calls
+//! fail with [`Status::VersionMismatch`], naming both versions.
+//!
 //! ```no_run
 //! use fmha::{check_support, DType, Descriptor, Mask, Plan, SM_ANY};
 //!
@@ -29,6 +36,7 @@
 use core::ffi::{c_char, c_void, CStr};
 use core::fmt;
 use core::ptr::{self, NonNull};
+use std::sync::OnceLock;
 
 pub mod sys;
 
@@ -249,6 +257,44 @@ pub fn version() -> u32 {
     unsafe { sys::fmha_version() }
 }
 
+/// Says whether a library whose [`version`] is `found` can be used by
+/// bindings that mirror the header of version
+/// `mirrored_major.mirrored_minor`: the major version must be the same, and
+/// before 1.0 the minor version too, since a 0.x minor release may change
+/// the struct layouts. Pure; the `Err` message names both versions.
+pub fn version_compatible(found: u32, mirrored_major: u32, mirrored_minor: u32) -> std::result::Result<(), String> {
+    let (major, minor, patch) = (found / 10000, found / 100 % 100, found % 100);
+    let loaded = format!(
+        "the loaded libfmha is {major}.{minor}.{patch}, but this crate mirrors the header of libfmha \
+         {mirrored_major}.{mirrored_minor}"
+    );
+    if major != mirrored_major {
+        return Err(format!("{loaded} and needs libfmha {mirrored_major}.x"));
+    }
+    if major == 0 && minor != mirrored_minor {
+        return Err(format!(
+            "{loaded} and needs libfmha {mirrored_major}.{mirrored_minor}.x \
+             (before 1.0 a minor release may change the struct layouts)"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that the loaded library can be used with the struct layouts this
+/// crate mirrors ([`version_compatible`] against [`sys::FMHA_VERSION_MAJOR`]
+/// and [`sys::FMHA_VERSION_MINOR`]): [`Status::VersionMismatch`] otherwise.
+/// Asks the library once per process; every entry point that passes the
+/// library a struct calls this first, so calling it yourself is optional.
+pub fn check_library_version() -> Result<()> {
+    static VERDICT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    let verdict = VERDICT
+        .get_or_init(|| version_compatible(version(), sys::FMHA_VERSION_MAJOR, sys::FMHA_VERSION_MINOR));
+    match verdict {
+        Ok(()) => Ok(()),
+        Err(message) => Err(Error::new(Status::VersionMismatch, message.clone())),
+    }
+}
+
 /// Run-time library version as a string such as `"0.1.0"`.
 pub fn version_string() -> &'static str {
     // SAFETY: documented as a static string, never NULL.
@@ -385,6 +431,7 @@ pub enum Layout {
 
 /// Strides of a contiguous tensor in `layout`, computed by the library.
 pub fn strides(layout: Layout, seqlen: i64, num_heads: i64, head_dim: i64) -> Result<Strides> {
+    check_library_version()?;
     let mut s = Strides::default();
     // SAFETY: `s` is a valid out pointer.
     let raw = unsafe {
@@ -422,8 +469,10 @@ pub struct Descriptor {
 impl Descriptor {
     /// Defaults from `fmha_descriptor_init(FMHA_DESCRIPTOR_VERSION)`.
     /// Fails with [`Status::VersionMismatch`] if the loaded library is older
-    /// than the header this crate mirrors.
+    /// than the header this crate mirrors, or of another release series
+    /// ([`check_library_version`]).
     pub fn new() -> Result<Descriptor> {
+        check_library_version()?;
         let mut raw = sys::fmha_descriptor::default();
         // SAFETY: `raw` is a valid, writable fmha_descriptor.
         check(unsafe { sys::fmha_descriptor_init(&mut raw, sys::FMHA_DESCRIPTOR_VERSION) })?;
@@ -560,6 +609,8 @@ impl Descriptor {
 /// `sm` is a compute capability as major*10+minor, [`SM_ANY`] or
 /// [`SM_CURRENT_DEVICE`].
 pub fn check_support(desc: &Descriptor, sm: i32) -> Result<()> {
+    // A Descriptor may come from from_raw, without Descriptor::new's check.
+    check_library_version()?;
     // SAFETY: `desc.raw` is a valid descriptor for the duration of the call.
     check(unsafe { sys::fmha_check_support(&desc.raw, sm) })
 }
@@ -614,6 +665,7 @@ impl Plan {
     /// create plans ahead of time. Needs the CUDA driver
     /// ([`Status::NoDriver`] otherwise).
     pub fn new(desc: &Descriptor) -> Result<Plan> {
+        check_library_version()?;
         let mut p: *mut sys::fmha_plan = ptr::null_mut();
         // SAFETY: valid out pointer and descriptor.
         check(unsafe { sys::fmha_create_plan(&mut p, &desc.raw) })?;
@@ -711,6 +763,7 @@ fn plan_info(plan: NonNull<sys::fmha_plan>) -> Result<PlanInfo> {
 /// entries (checked here: [`Status::InvalidArgument`] otherwise). The
 /// library's error names the first bad entry as `block_table[b][i]`.
 pub fn check_block_table(desc: &Descriptor, block_table: &[i32], seqlens_k: Option<&[i32]>) -> Result<()> {
+    check_library_version()?;
     let r = &desc.raw;
     if r.flags & sys::FMHA_FLAG_PAGED_KV != 0 && r.batch > 0 && r.max_pages_per_seq > 0 {
         let needed = r.batch.saturating_mul(r.max_pages_per_seq);
@@ -758,6 +811,7 @@ impl MergeDescriptor {
     /// Defaults from `fmha_merge_descriptor_init`: BF16, strides 0 except
     /// `dim` = 1, device 0, no flags.
     pub fn new() -> Result<MergeDescriptor> {
+        check_library_version()?;
         let mut raw = sys::fmha_merge_descriptor::default();
         // SAFETY: valid, writable struct.
         check(unsafe { sys::fmha_merge_descriptor_init(&mut raw, sys::FMHA_MERGE_DESCRIPTOR_VERSION) })?;
@@ -823,6 +877,7 @@ unsafe impl Sync for MergePlan {}
 impl MergePlan {
     /// Validates `desc` and loads the merge kernel (needs the driver).
     pub fn new(desc: &MergeDescriptor) -> Result<MergePlan> {
+        check_library_version()?;
         let mut p: *mut sys::fmha_plan = ptr::null_mut();
         // SAFETY: valid out pointer and descriptor.
         check(unsafe { sys::fmha_create_merge_plan(&mut p, &desc.raw) })?;
@@ -913,6 +968,7 @@ pub struct Tensors {
 impl Tensors {
     /// Q, K, V (read) and O (written) device pointers. LSE is unset.
     pub fn new(q: *const c_void, k: *const c_void, v: *const c_void, o: *mut c_void) -> Result<Tensors> {
+        check_library_version()?;
         // SAFETY: plain data, all-zero is valid.
         let mut raw: sys::fmha_tensors = unsafe { core::mem::zeroed() };
         // SAFETY: valid out pointer.
@@ -968,6 +1024,37 @@ mod tests {
         }
         assert_eq!(Status::from_raw(99), Status::Unknown(99));
         assert_eq!(Status::Unknown(99).raw(), 99);
+    }
+
+    #[test]
+    fn version_compatible_same_release_series() {
+        assert_eq!(version_compatible(100, 0, 1), Ok(())); // 0.1.0 for the 0.1 header
+        assert_eq!(version_compatible(107, 0, 1), Ok(())); // patch releases keep the layouts
+        assert_eq!(version_compatible(10000, 1, 0), Ok(()));
+        // From 1.0 on only the major version must match: structs are versioned.
+        assert_eq!(version_compatible(10300, 1, 0), Ok(()));
+        assert_eq!(version_compatible(10000, 1, 2), Ok(()));
+    }
+
+    #[test]
+    fn version_compatible_rejects_another_minor_before_1_0() {
+        for (found, name) in [(200, "0.2.0"), (3, "0.0.3"), (9999, "0.99.99")] {
+            let message = version_compatible(found, 0, 1).unwrap_err();
+            assert!(message.contains(&format!("libfmha is {name}")), "{message}");
+            assert!(message.contains("libfmha 0.1 and needs libfmha 0.1.x"), "{message}");
+            assert!(message.contains("before 1.0"), "{message}");
+        }
+    }
+
+    #[test]
+    fn version_compatible_rejects_another_major() {
+        let message = version_compatible(10100, 0, 1).unwrap_err();
+        assert!(message.contains("libfmha is 1.1.0"), "{message}");
+        assert!(message.contains("libfmha 0.1 and needs libfmha 0.x"), "{message}");
+        let message = version_compatible(20001, 1, 4).unwrap_err();
+        assert!(message.contains("libfmha is 2.0.1"), "{message}");
+        assert!(message.contains("libfmha 1.4 and needs libfmha 1.x"), "{message}");
+        assert!(version_compatible(0, 1, 0).is_err());
     }
 
     #[test]

@@ -99,7 +99,7 @@ class _Form:
         # q's torch.device: the key pins the device of every tensor.
         self.device = device
         self.current_stream = _current_stream_getter(sys.modules["torch"])
-        plan._live_handle()  # raises if closed
+        plan._check_open()
         self.out_shape, self.lse_shape, self.allocate_lse = out_shape, lse_shape, allocate_lse
         self.workspace_size = plan.workspace_size
         # A caller's workspace has the same shape on every call of this form.
@@ -109,10 +109,12 @@ class _Form:
         self.return_lse = return_lse
 
     def run(self, s: Slots, stream: Any) -> Any:
-        # Read on every call: the plan may have been closed since (e.g. through
-        # fmha.last_plan()), and its freed handle must not reach fmha_run.
-        handle = self.plan._handle
-        if not handle:
+        # The plan may have been closed since (e.g. through fmha.last_plan()):
+        # fail before allocating. The handle itself is taken just around
+        # fmha_run, counted in flight so that a close() on another thread
+        # waits instead of freeing it under the call.
+        plan = self.plan
+        if not plan._handle:
             raise ValueError("plan is closed")
         torch = sys.modules["torch"]
         q = s.q
@@ -149,8 +151,13 @@ class _Form:
             _address(s.seqused_k) if flags & FMHA_FLAG_SEQUSED_K else None,
             _address(s.block_table) if flags & FMHA_FLAG_PAGED_KV else None,
         )
-        status = _lib.fmha_run_untyped()(handle, ctypes.addressof(raw), ws_ptr,
-                                         self.workspace_bytes if ws_ptr else 0, stream_ptr or None)
+        run = _lib.fmha_run_untyped()
+        handle = plan._acquire_handle()
+        try:
+            status = run(handle, ctypes.addressof(raw), ws_ptr, self.workspace_bytes if ws_ptr else 0,
+                         stream_ptr or None)
+        finally:
+            plan._release_handle()
         if status != 0:
             raise error_for_status(status, _lib.last_error_message(), "fmha_run")
         if self.return_lse:

@@ -246,17 +246,24 @@ def torch_stub():
         del sys.modules["torch"]
 
 
+def remembered_form() -> tuple:
+    """A plan, a remembered call form of it (fmha._fastcall) and the slots
+    of one call; inside torch_stub()."""
+    from fmha import _fastcall
+
+    plan = fmha.Plan(**PROBLEM, num_splits=4)
+    form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
+    slots = _fastcall.Slots(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
+                            workspace=StubTensor(WS_PTR))
+    return plan, form, slots
+
+
 def check_remembered_call_form_after_close() -> None:
     # A remembered call form (fmha._fastcall) holds its plan, and
     # fmha.last_plan() hands that plan out: once it is closed, the form must
     # raise, not run the freed handle.
-    from fmha import _fastcall
-
     with torch_stub():
-        plan = fmha.Plan(**PROBLEM, num_splits=4)
-        form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
-        slots = _fastcall.Slots(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
-                                workspace=StubTensor(WS_PTR))
+        plan, form, slots = remembered_form()
         before = launches()
         assert form.run(slots, 0x1230).ptr == O_PTR
         assert launches() > before and last_stream() == 0x1230
@@ -355,13 +362,8 @@ def check_close_waits_for_plan_runs_in_flight() -> None:
 
 
 def check_close_waits_for_remembered_form_runs_in_flight() -> None:
-    from fmha import _fastcall
-
     with torch_stub():
-        plan = fmha.Plan(**PROBLEM, num_splits=4)
-        form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
-        slots = _fastcall.Slots(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
-                                workspace=StubTensor(WS_PTR))
+        plan, form, slots = remembered_form()
         log: list = []
         fmha._lib.fmha_run_untyped()
         with blocking(fmha._lib, "_run_untyped", log) as call:

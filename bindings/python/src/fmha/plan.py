@@ -172,16 +172,14 @@ class _PlanHandle:
         return handle
 
     def _release_handle(self) -> None:
-        lock = self._lock
+        lock = self._lock  # also the condition's lock: notify under it
         lock.acquire()
         try:
             self._in_flight -= 1
-            close_waits = not self._in_flight and self._handle is None
+            if not self._in_flight and self._handle is None:
+                self._idle.notify_all()  # the last run a close() waits for
         finally:
             lock.release()
-        if close_waits:
-            with self._idle:
-                self._idle.notify_all()
 
     def _check_lse(self, lse: Any) -> None:
         if self.writes_lse and lse is None:

@@ -223,39 +223,53 @@ def check_run_rejects_integers_ctypes_would_truncate() -> None:
 
 
 class StubTensor:
-    """A torch.Tensor stand-in: only its address is read."""
+    """A torch.Tensor stand-in: an address, a contiguous shape, a device."""
 
-    def __init__(self, ptr: int) -> None:
-        self.ptr = ptr
+    def __init__(self, ptr: int, shape: tuple = (B, SQ, HQ, D)) -> None:
+        self.ptr, self.shape = ptr, shape
+        self.device = types.SimpleNamespace(index=0)
+        self.dtype = "bfloat16"
+
+    def get_device(self) -> int:
+        return self.device.index
 
     def data_ptr(self) -> int:
         return self.ptr
 
+    def stride(self) -> tuple:
+        strides, step = [], 1
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= extent
+        return tuple(reversed(strides))
+
 
 @contextlib.contextmanager
-def torch_stub():
+def torch_stub(**c_functions):
     """A remembered call form only needs torch for streams and allocations;
-    this stub stands in (callers pass the stream, out and workspace)."""
+    this stub stands in (callers pass the stream and out; ``c_functions``
+    join ``torch._C``, e.g. a caching allocator's)."""
     stub = types.ModuleType("torch")
     stub.Tensor = StubTensor
-    stub._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
+    stub._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0, **c_functions)
     sys.modules["torch"] = stub
     try:
-        yield
+        yield stub
     finally:
         del sys.modules["torch"]
 
 
-def remembered_form() -> tuple:
-    """A plan, a remembered call form of it (fmha._fastcall) and the slots
-    of one call; inside torch_stub()."""
+def remembered_form(workspace: bool = True) -> tuple:
+    """A plan, a remembered call form of it (fmha._fastcall) and the tensors
+    of one call (the caller's workspace unless ``workspace`` is False);
+    inside torch_stub()."""
     from fmha import _fastcall
 
     plan = fmha.Plan(**PROBLEM, num_splits=4)
-    form = _fastcall._Form(plan, None, (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
-    slots = _fastcall.Slots(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
-                            workspace=StubTensor(WS_PTR))
-    return plan, form, slots
+    form = _fastcall._Form(plan, StubTensor(Q_PTR), (B, SQ, HQ, D), (B, HQ, SQ), False, None, False)
+    tensors = _fastcall.call_tensors(StubTensor(Q_PTR), StubTensor(K_PTR), StubTensor(V_PTR), StubTensor(O_PTR),
+                                     workspace=StubTensor(WS_PTR) if workspace else None)
+    return plan, form, tensors
 
 
 def check_remembered_call_form_after_close() -> None:
@@ -263,14 +277,98 @@ def check_remembered_call_form_after_close() -> None:
     # fmha.last_plan() hands that plan out: once it is closed, the form must
     # raise, not run the freed handle.
     with torch_stub():
-        plan, form, slots = remembered_form()
+        plan, form, tensors = remembered_form()
         before = launches()
-        assert form.run(slots, 0x1230).ptr == O_PTR
+        assert form.run(tensors, 0x1230).ptr == O_PTR
         assert launches() > before and last_stream() == 0x1230
         plan.close()
         before = launches()
-        expect(ValueError, form.run, slots, 0x1230, match="closed")
+        expect(ValueError, form.run, tensors, 0x1230, match="closed")
         assert launches() == before
+
+
+class CachingAllocatorStub:
+    """torch._C's caching-allocator entry points, logging each use with the
+    number of launches so far (what was enqueued before the block came back)."""
+
+    def __init__(self, device: int = 0) -> None:
+        self.device, self.log = device, []
+
+    def functions(self) -> dict:
+        return dict(_cuda_cudaCachingAllocator_raw_alloc=self.alloc, _cuda_cudaCachingAllocator_raw_delete=self.free,
+                    _cuda_getDevice=lambda: self.device)
+
+    def alloc(self, size: int, stream: int) -> int:
+        self.log.append(("alloc", size, stream, launches()))
+        return WS_PTR
+
+    def free(self, ptr: int) -> None:
+        self.log.append(("free", ptr, launches()))
+
+
+def check_remembered_form_workspace_block() -> None:
+    # Without a caller's workspace, a remembered form takes a block from
+    # torch's caching allocator on the run's stream and gives it back after
+    # fmha_run has enqueued the kernels that use it, also when fmha_run fails.
+    allocator = CachingAllocatorStub()
+    with torch_stub(**allocator.functions()):
+        plan, form, tensors = remembered_form(workspace=False)
+        size = plan.workspace_size
+        assert size > 0
+        before = launches()
+        assert form.run(tensors, 0x1230).ptr == O_PTR
+        after = launches()
+        assert after > before and last_stream() == 0x1230
+        assert allocator.log == [("alloc", size, 0x1230, before), ("free", WS_PTR, after)], allocator.log
+        # A misaligned q: fmha_run refuses it, and the block still comes back.
+        allocator.log.clear()
+        bad = (StubTensor(Q_PTR + 2),) + tensors[1:]
+        expect(fmha.FmhaError, form.run, bad, 0x1230, match="q")
+        assert launches() == after
+        assert [entry[0] for entry in allocator.log] == ["alloc", "free"], allocator.log
+        plan.close()
+
+
+def check_remembered_form_workspace_on_another_current_device() -> None:
+    # The raw allocator serves the current device only: with another device
+    # current, the form falls back to a torch.empty tensor on its own device.
+    allocator = CachingAllocatorStub(device=1)
+    with torch_stub(**allocator.functions()) as torch:
+        made = []
+
+        def empty(size, dtype=None, device=None):
+            made.append((size, device.index))
+            return StubTensor(WS_PTR, (size,))
+
+        torch.empty, torch.uint8 = empty, "uint8"
+        plan, form, tensors = remembered_form(workspace=False)
+        assert form.run(tensors, None).ptr == O_PTR
+        assert allocator.log == [] and made == [(plan.workspace_size, 0)], (allocator.log, made)
+        plan.close()
+
+
+def check_call_key_reads_options_by_value() -> None:
+    # An option is keyed by its type and value; a tensor in an option's
+    # place (a 0-d max_seqlen) cannot be keyed by its shape, so such a call
+    # gets no key and takes the checked path every time.
+    from fmha._fastcall import CallCache
+
+    with torch_stub():
+        cache = CallCache(8)
+        q = StubTensor(Q_PTR)
+        tensors = (q, q, q) + (None,) * 8
+
+        def key(*options):
+            return cache.key("kvcache", tensors, options)
+
+        assert key(5, True, None) == key(5, True, None)
+        assert key(5, True, None) != key(6, True, None)
+        assert len({key(1, None), key(True, None), key(1.0, None)}) == 3
+        assert key((0, 4), fmha.Mask.CAUSAL_BOTTOM_RIGHT) != key((0, 4.0), fmha.Mask.CAUSAL_BOTTOM_RIGHT)
+        assert key(fmha.Mask.CAUSAL_BOTTOM_RIGHT) != key(int(fmha.Mask.CAUSAL_BOTTOM_RIGHT))
+        assert key(StubTensor(0x1000, ())) is None
+        assert key([1, 2]) is None
+        assert cache.key("kvcache", (q, q, q, [1]) + (None,) * 7, ()) is None
 
 
 # ---------------------------------------------------------------- close() during runs
@@ -363,11 +461,11 @@ def check_close_waits_for_plan_runs_in_flight() -> None:
 
 def check_close_waits_for_remembered_form_runs_in_flight() -> None:
     with torch_stub():
-        plan, form, slots = remembered_form()
+        plan, form, tensors = remembered_form()
         log: list = []
         fmha._lib.fmha_run_untyped()
         with blocking(fmha._lib, "_run_untyped", log) as call:
-            close_waits_for_runs(plan, lambda: form.run(slots, 0x1230), call)
+            close_waits_for_runs(plan, lambda: form.run(tensors, 0x1230), call)
 
 
 def check_close_waits_for_merge_plan_runs_in_flight() -> None:

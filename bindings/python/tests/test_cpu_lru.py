@@ -1,7 +1,8 @@
-"""The bounded LRU behind the plan cache and the remembered call forms (no GPU)."""
+"""The bounded maps behind the plan cache (LRU) and the remembered call
+forms (second chance), no GPU."""
 from __future__ import annotations
 
-from fmha._lru import BoundedLru
+from fmha._lru import BoundedLru, SecondChanceMap
 
 
 def test_evicts_the_least_recently_used() -> None:
@@ -35,3 +36,44 @@ def test_resize_and_zero_capacity() -> None:
     lru.put("y", 2)
     lru.clear()
     assert len(lru) == 0
+
+
+def test_second_chance_drops_the_oldest_entry_not_read_since() -> None:
+    m = SecondChanceMap(3)
+    for key in "abc":
+        m.put(key, key.upper())
+    m.put("d", "D")  # every entry was new (marked): marks cleared in order, then "a" goes
+    assert (m.get("a"), len(m)) == (None, 3)
+    assert m.get("b") == "B"  # "b" read since the walk passed it
+    m.put("e", "E")  # "b" gets a second chance, "c" (unread) goes
+    assert m.get("c") is None
+    assert [m.get(k) for k in "bde"] == ["B", "D", "E"]
+
+
+def test_second_chance_put_keeps_an_existing_value_and_resizes() -> None:
+    m = SecondChanceMap(2)
+    assert m.put("k", "first") == "first"
+    assert m.put("k", "second") == "first"
+    assert m.get("k") == "first"
+    m.put("j", "J")
+    m.resize(1)
+    assert (len(m), m.maxsize) == (1, 1)
+    m.resize(0)
+    assert len(m) == 0
+    assert m.put("x", 1) == 1  # returned, not kept
+    assert m.get("x") is None
+    m.resize(4)
+    m.put("y", 2)
+    m.clear()
+    assert (len(m), m.get("y")) == (0, None)
+
+
+def test_second_chance_walk_ends_with_every_entry_marked() -> None:
+    m = SecondChanceMap(100)
+    for i in range(100):
+        m.put(i, i)
+    for i in range(100):
+        assert m.get(i) == i
+    m.put("new", -1)
+    assert len(m) == 100 and m.get("new") == -1
+    assert sum(m.get(i) is None for i in range(100)) == 1

@@ -128,6 +128,23 @@ def test_varlen_causal_same_arrays_then_distinct_arrays() -> None:
         fmha.attention_varlen(q, k, v, c, i32(cu), mq, mk, causal=True)
 
 
+def test_tensor_max_seqlen_is_read_by_value() -> None:
+    """A 0-d tensor where an option goes (max_seqlen_k from lengths.max())
+    gets no remembered form: its value, not its shape, shapes the plan. A
+    form keyed by its shape would run the second call with the first call's
+    maximum (500) and drop keys 500-899 of sequence 1."""
+    fmha.clear_plan_cache()
+    q, k, v = randn(2, 8, 64, seed=30), randn(1000, 2, 64, seed=31), randn(1000, 2, 64, seed=32)
+    cu_q = i32([0, 1, 2])
+    fmha.attention_varlen(q, k, v, cu_q, i32([0, 500, 1000]), 1, torch.tensor(500), causal=False)
+    got = fmha.attention_varlen(q, k, v, cu_q, i32([0, 100, 1000]), 1, torch.tensor(900), causal=False)
+    assert len(fmha_api._CALLS) == 0
+    fmha.clear_plan_cache()
+    expected = fmha.attention_varlen(q, k, v, cu_q, i32([0, 100, 1000]), 1, 900, causal=False)
+    torch.cuda.synchronize()
+    assert torch.equal(got, expected)
+
+
 def test_new_strides_make_a_new_form() -> None:
     fmha.clear_plan_cache()
     q, k, v = randn(1, 64, 4, 64, seed=1), randn(1, 64, 4, 64, seed=2), randn(1, 64, 4, 64, seed=3)

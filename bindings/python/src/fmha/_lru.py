@@ -1,5 +1,5 @@
-"""A bounded, thread-safe LRU map: the store of the plan cache and of the
-remembered call forms."""
+"""Bounded, thread-safe maps: an LRU (the plan cache's store) and a
+second-chance map (the remembered call forms', read once per call)."""
 from __future__ import annotations
 
 import threading
@@ -64,3 +64,65 @@ class BoundedLru:
     def __len__(self) -> int:
         with self.lock:
             return len(self._items)
+
+
+class SecondChanceMap:
+    """A map of at most ``maxsize`` entries whose reads cost a dict lookup:
+    a read only marks its entry (no lock, no reordering; a dict read is
+    atomic). A put past ``maxsize`` walks the entries oldest first: a marked
+    one loses its mark and goes to the back, the first unmarked one is
+    dropped (CLOCK, close to least-recently-used). An LRU's reordering on
+    every read would hash the key a second time and take a lock."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._maxsize = max(0, int(maxsize))
+        self._entries: "dict[Any, list]" = {}  # key -> [value, read since the walk last passed]
+        self._lock = threading.Lock()  # put, resize and clear; never held by get
+
+    @property
+    def maxsize(self) -> int:
+        return self._maxsize
+
+    def get(self, key: Any) -> Optional[Any]:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        entry[1] = True
+        return entry[0]
+
+    def put(self, key: Any, value: Any) -> Any:
+        """Stores ``value`` unless ``key`` already has one; returns the value
+        kept. A new entry counts as read, so the walk it starts drops an
+        older one."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                return entry[0]
+            if self._maxsize > 0:
+                self._entries[key] = [value, True]
+                self._trim()
+            return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def resize(self, maxsize: int) -> None:
+        """Change the capacity (0 disables), dropping entries as a put would."""
+        with self._lock:
+            self._maxsize = max(0, int(maxsize))
+            self._trim()
+
+    def _trim(self) -> None:
+        entries = self._entries
+        while len(entries) > self._maxsize:
+            oldest = next(iter(entries))
+            entry = entries.pop(oldest)
+            if entry[1] and self._maxsize > 0:
+                entry[1] = False
+                entries[oldest] = entry  # a second chance, at the back
+            # else dropped. Each pass clears a mark, so the walk ends within
+            # len(entries) + 1 steps.
+
+    def __len__(self) -> int:
+        return len(self._entries)

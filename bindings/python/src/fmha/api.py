@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._abi import DType, FmhaDescriptor
 from ._cuda import device_guard, framework_of, resolve_stream
-from ._fastcall import CallCache, Slots
+from ._fastcall import CallCache
 from .plan import CacheInfo, Plan, PlanCache
 from .problem import layout_strides, make_descriptor, parse_dtype, parse_layout, parse_mask
 from .tensors import TensorView, view
@@ -348,17 +348,18 @@ def _remember(key: Any, call: _Call, plan: Plan, workspace: Any, lse_out: Any, r
     if key is None or call.device is None:
         return
     ws_view = view(workspace, "workspace") if workspace is not None else None
-    _CALLS.remember(key, plan, call.q.source.device, call.out_shape, call.lse_shape,
+    _CALLS.remember(key, plan, call.q.source, call.out_shape, call.lse_shape,
                     call.write_lse and lse_out is None, ws_view, return_lse)
 
 
-def _run_remembered(key: Any, slots: Slots, stream: Any) -> Tuple[bool, Any]:
-    """``(True, result)`` when ``key``'s form is remembered and has run."""
+def _run_remembered(key: Any, tensors: Tuple[Any, ...], stream: Any) -> Tuple[bool, Any]:
+    """``(True, result)`` when ``key``'s form is remembered and has run on
+    ``tensors`` (positions as in ``_fastcall.call_tensors``)."""
     form = _CALLS.get(key) if key is not None else None
     if form is None:
         return False, None
     _PLAN_CACHE.count_hit(form.plan)
-    return True, form.run(slots, stream)
+    return True, form.run(tensors, stream)
 
 
 def attention(
@@ -438,9 +439,11 @@ def attention(
         fmha.FmhaError: the library rejected the problem (e.g.
             :class:`fmha.NotSupportedError` for head_dim 80), with its message.
     """
-    key = _CALLS.key("attention", (q, k, v, causal, scale, return_lse, layout, out, lse_out, kernel, workspace,
-                                   window, softcap, sinks, num_splits))
-    done, result = _run_remembered(key, Slots(q, k, v, out, lse_out, sinks, workspace=workspace), stream)
+    # Tensors in _fastcall.call_tensors' positions (q, k, v, out, lse, sinks, cu_seqlens_q,
+    # cu_seqlens_k, seqused_k, block_table, workspace).
+    tensors = (q, k, v, out, lse_out, sinks, None, None, None, None, workspace)
+    key = _CALLS.key("attention", tensors, (causal, scale, return_lse, layout, kernel, window, softcap, num_splits))
+    done, result = _run_remembered(key, tensors, stream)
     if done:
         return result
     call = _prepare(

@@ -47,7 +47,6 @@ from ._abi import (
 )
 from ._cuda import device_guard, resolve_stream
 from ._lib import call_status
-from ._fastcall import Slots
 from .api import (
     _CALLS,
     _PLAN_CACHE,
@@ -322,15 +321,14 @@ def attention_varlen(
             ``causal=True`` with distinct cu_seqlens, missing ``out=``.
         fmha.FmhaError: the library rejected the problem (with its message).
     """
-    key = _CALLS.key("varlen", (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-                                softmax_scale, window, softcap, sinks, seqused_k, return_lse, num_splits, kernel,
-                                out, lse_out, workspace))
+    # Tensors in _fastcall.call_tensors' positions.
+    tensors = (q, k, v, out, lse_out, sinks, cu_seqlens_q, cu_seqlens_k, seqused_k, None, workspace)
+    key = _CALLS.key("varlen", tensors, (max_seqlen_q, max_seqlen_k, causal, softmax_scale, window, softcap,
+                                         return_lse, num_splits, kernel))
     if key is not None:
         # causal=True is checked against this (see _varlen_mask).
         key = (key, _same_address(cu_seqlens_q, cu_seqlens_k))
-        done, result = _run_remembered(
-            key, Slots(q, k, v, out, lse_out, sinks, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                       seqused_k=seqused_k, workspace=workspace), stream)
+        done, result = _run_remembered(key, tensors, stream)
         if done:
             return result
     call = _prepare_varlen(
@@ -536,12 +534,11 @@ def attention_with_kvcache(
     becomes ``seqlen_k`` itself: each new length makes a new plan, and a
     captured graph keeps the length it was captured with.
     """
-    key = _CALLS.key("kvcache", (q, k_cache, v_cache, cache_seqlens, block_table, cu_seqlens_q, max_seqlen_q,
-                                 causal, softmax_scale, window, softcap, sinks, num_splits, return_lse, kernel,
-                                 out, lse_out, workspace))
-    done, result = _run_remembered(
-        key, Slots(q, k_cache, v_cache, out, lse_out, sinks, cu_seqlens_q=cu_seqlens_q, seqused_k=cache_seqlens,
-                   block_table=block_table, workspace=workspace), stream)
+    # Tensors in _fastcall.call_tensors' positions (cache_seqlens may be an int there).
+    tensors = (q, k_cache, v_cache, out, lse_out, sinks, cu_seqlens_q, None, cache_seqlens, block_table, workspace)
+    key = _CALLS.key("kvcache", tensors, (max_seqlen_q, causal, softmax_scale, window, softcap, num_splits,
+                                          return_lse, kernel))
+    done, result = _run_remembered(key, tensors, stream)
     if done:
         return result
     call = _prepare_kvcache(

@@ -2,6 +2,8 @@
 forms (second chance), no GPU."""
 from __future__ import annotations
 
+import pytest
+
 from fmha._lru import BoundedLru, SecondChanceMap
 
 
@@ -15,27 +17,30 @@ def test_evicts_the_least_recently_used() -> None:
     assert (lru.get("a"), lru.get("c"), len(lru)) == (1, 3, 2)
 
 
-def test_put_keeps_an_existing_value() -> None:
-    lru = BoundedLru(4)
-    assert lru.put("k", "first") == "first"
-    assert lru.put("k", "second") == "first"  # e.g. another thread's plan won the race
-    assert lru.get("k") == "first"
+@pytest.mark.parametrize("kind", [BoundedLru, SecondChanceMap])
+def test_put_keeps_an_existing_value(kind) -> None:
+    m = kind(4)
+    assert m.put("k", "first") == "first"
+    assert m.put("k", "second") == "first"  # e.g. another thread's plan won the race
+    assert m.get("k") == "first"
 
 
-def test_resize_and_zero_capacity() -> None:
-    lru = BoundedLru(3)
+@pytest.mark.parametrize("kind", [BoundedLru, SecondChanceMap])
+def test_resize_and_zero_capacity(kind) -> None:
+    m = kind(3)
     for i in range(3):
-        lru.put(i, str(i))
-    lru.resize(1)
-    assert (len(lru), lru.get(2), lru.maxsize) == (1, "2", 1)
-    lru.resize(0)
-    assert len(lru) == 0
-    assert lru.put("x", 1) == 1  # returned, not kept
-    assert lru.get("x") is None
-    lru.resize(2)
-    lru.put("y", 2)
-    lru.clear()
-    assert len(lru) == 0
+        m.put(i, str(i))
+    m.get(2)
+    m.resize(1)
+    assert (len(m), m.get(2), m.maxsize) == (1, "2", 1)
+    m.resize(0)
+    assert len(m) == 0
+    assert m.put("x", 1) == 1  # returned, not kept
+    assert m.get("x") is None
+    m.resize(2)
+    m.put("y", 2)
+    m.clear()
+    assert (len(m), m.get("y")) == (0, None)
 
 
 def test_second_chance_drops_the_oldest_entry_not_read_since() -> None:
@@ -48,24 +53,6 @@ def test_second_chance_drops_the_oldest_entry_not_read_since() -> None:
     m.put("e", "E")  # "b" gets a second chance, "c" (unread) goes
     assert m.get("c") is None
     assert [m.get(k) for k in "bde"] == ["B", "D", "E"]
-
-
-def test_second_chance_put_keeps_an_existing_value_and_resizes() -> None:
-    m = SecondChanceMap(2)
-    assert m.put("k", "first") == "first"
-    assert m.put("k", "second") == "first"
-    assert m.get("k") == "first"
-    m.put("j", "J")
-    m.resize(1)
-    assert (len(m), m.maxsize) == (1, 1)
-    m.resize(0)
-    assert len(m) == 0
-    assert m.put("x", 1) == 1  # returned, not kept
-    assert m.get("x") is None
-    m.resize(4)
-    m.put("y", 2)
-    m.clear()
-    assert (len(m), m.get("y")) == (0, None)
 
 
 def test_second_chance_walk_ends_with_every_entry_marked() -> None:

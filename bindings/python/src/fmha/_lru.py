@@ -7,19 +7,43 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 
-class BoundedLru:
-    """Least-recently-used map of at most ``maxsize`` entries (0: holds
-    nothing). ``lock`` is held by every method; callers that keep counters
-    of their own take it too."""
+class _BoundedMap:
+    """What both maps share: a capacity (0: holds nothing), ``lock`` around
+    every change, and ``_items``; ``_trim`` is each map's eviction."""
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, items: Any) -> None:
         self._maxsize = max(0, int(maxsize))
-        self._items: "OrderedDict[Any, Any]" = OrderedDict()
+        self._items = items
         self.lock = threading.Lock()
 
     @property
     def maxsize(self) -> int:
         return self._maxsize
+
+    def clear(self) -> None:
+        with self.lock:
+            self._items.clear()
+
+    def resize(self, maxsize: int) -> None:
+        """Change the capacity (0 disables), evicting as a put would."""
+        with self.lock:
+            self._maxsize = max(0, int(maxsize))
+            self._trim()
+
+    def _trim(self) -> None:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class BoundedLru(_BoundedMap):
+    """Least-recently-used map of at most ``maxsize`` entries (0: holds
+    nothing). ``lock`` is held by every method; callers that keep counters
+    of their own take it too."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__(maxsize, OrderedDict())
 
     def get_locked(self, key: Any) -> Optional[Any]:
         """The value for ``key`` (marked most recent), or None; ``lock`` held."""
@@ -47,26 +71,12 @@ class BoundedLru:
         with self.lock:
             return self.put_locked(key, value)
 
-    def clear(self) -> None:
-        with self.lock:
-            self._items.clear()
-
-    def resize(self, maxsize: int) -> None:
-        """Change the capacity (0 disables), evicting the oldest."""
-        with self.lock:
-            self._maxsize = max(0, int(maxsize))
-            self._trim()
-
     def _trim(self) -> None:
         while len(self._items) > self._maxsize:
             self._items.popitem(last=False)
 
-    def __len__(self) -> int:
-        with self.lock:
-            return len(self._items)
 
-
-class SecondChanceMap:
+class SecondChanceMap(_BoundedMap):
     """A map of at most ``maxsize`` entries whose reads cost a dict lookup:
     a read only marks its entry (no lock, no reordering; a dict read is
     atomic). A put past ``maxsize`` walks the entries oldest first: a marked
@@ -75,16 +85,11 @@ class SecondChanceMap:
     every read would hash the key a second time and take a lock."""
 
     def __init__(self, maxsize: int) -> None:
-        self._maxsize = max(0, int(maxsize))
-        self._entries: "dict[Any, list]" = {}  # key -> [value, read since the walk last passed]
-        self._lock = threading.Lock()  # put, resize and clear; never held by get
-
-    @property
-    def maxsize(self) -> int:
-        return self._maxsize
+        # key -> [value, read since the walk last passed it]
+        super().__init__(maxsize, {})
 
     def get(self, key: Any) -> Optional[Any]:
-        entry = self._entries.get(key)
+        entry = self._items.get(key)
         if entry is None:
             return None
         entry[1] = True
@@ -94,27 +99,17 @@ class SecondChanceMap:
         """Stores ``value`` unless ``key`` already has one; returns the value
         kept. A new entry counts as read, so the walk it starts drops an
         older one."""
-        with self._lock:
-            entry = self._entries.get(key)
+        with self.lock:
+            entry = self._items.get(key)
             if entry is not None:
                 return entry[0]
             if self._maxsize > 0:
-                self._entries[key] = [value, True]
+                self._items[key] = [value, True]
                 self._trim()
             return value
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def resize(self, maxsize: int) -> None:
-        """Change the capacity (0 disables), dropping entries as a put would."""
-        with self._lock:
-            self._maxsize = max(0, int(maxsize))
-            self._trim()
-
     def _trim(self) -> None:
-        entries = self._entries
+        entries = self._items
         while len(entries) > self._maxsize:
             oldest = next(iter(entries))
             entry = entries.pop(oldest)
@@ -123,6 +118,3 @@ class SecondChanceMap:
                 entries[oldest] = entry  # a second chance, at the back
             # else dropped. Each pass clears a mark, so the walk ends within
             # len(entries) + 1 steps.
-
-    def __len__(self) -> int:
-        return len(self._entries)

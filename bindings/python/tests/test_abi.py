@@ -187,3 +187,15 @@ def test_raw_tensors_has_fmha_tensors_layout() -> None:
     for name, _ in typed._fields_:
         assert getattr(raw, name).offset == getattr(typed, name).offset, name
         assert getattr(raw, name).size == getattr(typed, name).size, name
+
+
+def test_raw_tensors_packs_the_current_version_and_addresses_in_field_order() -> None:
+    """raw_tensors (both run paths) fills version, reserved0 and the ten
+    pointers in fmha_tensors' field order; 0 stays NULL."""
+    addresses = [0x1000 * (i + 1) for i in range(10)]
+    addresses[4] = 0
+    raw = _abi.raw_tensors(*addresses)
+    assert (raw.version, raw.reserved0) == (_abi.FMHA_TENSORS_VERSION, 0)
+    names = [f[0] for f in _abi.RawTensors._fields_][2:]
+    assert [getattr(raw, name) or 0 for name in names] == addresses
+    assert raw.lse is None

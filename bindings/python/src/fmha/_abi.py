@@ -250,12 +250,16 @@ class RawTensors(ctypes.Structure):
     ]
 
 
-# RawTensors' bytes packed from ints (0 for an absent pointer): version,
-# reserved0, then the ten addresses. ``RawTensors.from_buffer_copy`` of a
-# packed struct costs half what the constructor's per-field conversions do
-# (the remembered call forms' path, once per call).
-RAW_TENSORS_PACKING = struct.Struct("=II10Q")
-assert RAW_TENSORS_PACKING.size == ctypes.sizeof(RawTensors)
+_RAW_TENSORS_PACKING = struct.Struct("=II10Q")  # version, reserved0, the ten addresses
+assert _RAW_TENSORS_PACKING.size == ctypes.sizeof(RawTensors)
+
+
+def raw_tensors(*addresses: int) -> RawTensors:
+    """``fmha_tensors`` of the current version from its ten addresses as
+    ints, in field order (0 for an absent pointer). Packing them and copying
+    the bytes in costs half what RawTensors' constructor does with its
+    per-field conversions (every run path, once per call)."""
+    return RawTensors.from_buffer_copy(_RAW_TENSORS_PACKING.pack(FMHA_TENSORS_VERSION, 0, *addresses))
 
 
 class FmhaMergeDescriptor(ctypes.Structure):

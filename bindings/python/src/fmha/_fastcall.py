@@ -26,14 +26,12 @@ from typing import Any, Callable, Optional, Tuple
 
 from . import _lib
 from ._abi import (
-    RAW_TENSORS_PACKING,
-    RawTensors,
     FMHA_FLAG_PAGED_KV,
     FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
     FMHA_FLAG_VARLEN_K,
     FMHA_FLAG_VARLEN_Q,
-    FMHA_TENSORS_VERSION,
+    raw_tensors,
 )
 from ._cuda import stream_handle
 from ._lru import SecondChanceMap
@@ -199,15 +197,15 @@ class _Form:
                 for t in allocated:
                     _record_stream(t, stream_ptr)
             flags = self.flags
-            raw = RawTensors.from_buffer_copy(RAW_TENSORS_PACKING.pack(
-                FMHA_TENSORS_VERSION, 0, q.data_ptr(), tensors[K].data_ptr(), tensors[V].data_ptr(), out.data_ptr(),
+            raw = raw_tensors(
+                q.data_ptr(), tensors[K].data_ptr(), tensors[V].data_ptr(), out.data_ptr(),
                 _address(lse),
                 _address(tensors[SINKS]) if flags & FMHA_FLAG_SINKS else 0,
                 _address(tensors[CU_SEQLENS_Q]) if flags & FMHA_FLAG_VARLEN_Q else 0,
                 _address(tensors[CU_SEQLENS_K]) if flags & FMHA_FLAG_VARLEN_K else 0,
                 _address(tensors[SEQUSED_K]) if flags & FMHA_FLAG_SEQUSED_K else 0,
                 _address(tensors[BLOCK_TABLE]) if flags & FMHA_FLAG_PAGED_KV else 0,
-            ))
+            )
             run = _lib.fmha_run_untyped()
             handle = plan._acquire_handle()
             try:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple, TypeVar, Union
 
 from ._abi import (
-    RawTensors,
     FMHA_FLAG_PAGED_KV,
     FMHA_FLAG_SEQUSED_K,
     FMHA_FLAG_SINKS,
@@ -22,12 +21,12 @@ from ._abi import (
     FMHA_FLAG_VARLEN_Q,
     FMHA_FLAG_WRITE_LSE,
     FMHA_PLAN_INFO_VERSION,
-    FMHA_TENSORS_VERSION,
     FmhaDescriptor,
     FmhaMergeDescriptor,
     FmhaPlanInfo,
     KernelFamily,
     fmha_plan_p,
+    raw_tensors,
 )
 from . import _lib
 from ._cuda import resolve_stream
@@ -294,7 +293,7 @@ class Plan(_PlanHandle):
         stream_ptr = resolve_stream(stream, q)
 
         keep = []
-        ptrs = []  # fmha_tensors' pointers in field order (RawTensors: all void *)
+        ptrs = []  # fmha_tensors' pointers in field order (raw_tensors: 0 for NULL)
         for field, obj in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
             ptr, alive = data_pointer(obj, field, stream_ptr)
             keep.append(alive)
@@ -317,7 +316,7 @@ class Plan(_PlanHandle):
             ptr, alive = data_pointer(obj, field, stream_ptr)
             keep.append(alive)
             ptrs.append(ptr)
-        tensors = RawTensors(FMHA_TENSORS_VERSION, 0, *(p or None for p in ptrs))
+        tensors = raw_tensors(*ptrs)
 
         ws_ptr, ws_bytes = 0, 0
         if workspace is not None:

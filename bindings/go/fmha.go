@@ -540,10 +540,6 @@ func planInfo(p *C.fmha_plan) (PlanInfo, error) {
 	if err != nil {
 		return PlanInfo{}, err
 	}
-	splits := int(ci.num_splits)
-	if splits < 1 {
-		splits = 1
-	}
 	return PlanInfo{
 		KernelFamily:      KernelFamily(ci.kernel_family),
 		KernelName:        C.GoString(ci.kernel_name),
@@ -556,7 +552,7 @@ func planInfo(p *C.fmha_plan) (PlanInfo, error) {
 		ThreadsPerCTA:     int(ci.threads_per_cta),
 		SharedMemoryBytes: int(ci.shared_memory_bytes),
 		WorkspaceBytes:    uint64(ci.workspace_bytes),
-		NumSplits:         splits,
+		NumSplits:         int(ci.num_splits),
 	}, nil
 }
 

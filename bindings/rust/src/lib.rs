@@ -749,7 +749,7 @@ fn plan_info(plan: NonNull<sys::fmha_plan>) -> Result<PlanInfo> {
         threads_per_cta: raw.threads_per_cta,
         shared_memory_bytes: raw.shared_memory_bytes,
         workspace_bytes: raw.workspace_bytes,
-        num_splits: raw.num_splits.max(1),
+        num_splits: raw.num_splits,
     })
 }
 

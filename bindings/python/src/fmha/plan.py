@@ -88,7 +88,7 @@ def _plan_info(handle: fmha_plan_p) -> PlanInfo:
         threads_per_cta=int(raw.threads_per_cta),
         shared_memory_bytes=int(raw.shared_memory_bytes),
         workspace_bytes=int(raw.workspace_bytes),
-        num_splits=int(raw.num_splits) or 1,
+        num_splits=int(raw.num_splits),
     )
 
 

@@ -15,6 +15,11 @@
 #   racecheck  compute-sanitizer --tool racecheck on the first two
 #   demo       the fmha_demo program
 #   pytest     the Python binding's GPU tests against torch SDPA
+#   rust       the Rust binding's GPU tests (bindings/rust/tests/gpu.rs): with
+#              cargo, or a test binary built elsewhere by
+#              .ci/build-binding-gpu-tests.sh, named by FMHA_RUST_GPU_TEST
+#   go         the Go binding's GPU tests (bindings/go/gpu_test.go): with go
+#              and an install prefix (FMHA_PREFIX), or FMHA_GO_GPU_TEST
 #   bench      tests/bench/bench_prefill.py (FMHA_BENCH_ARGS, default --quick)
 #   bench-serving  tests/bench/bench_serving.py (FMHA_BENCH_SERVING_ARGS, default --quick)
 # Logs go to ${OUT:-/tmp/fmha-out}/ (one file per step). A compact summary is
@@ -31,7 +36,7 @@ set -u
 
 build=${FMHA_BUILD_DIR:-build}
 out=${OUT:-/tmp/fmha-out}
-steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pytest bench bench-serving}
+steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving}
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
@@ -55,7 +60,13 @@ echo "test-gpu.sh: FMHA_TEST_SEED=$FMHA_TEST_SEED ($seed_origin; repeat with FMH
 # directory that was copied to another path.
 export LD_LIBRARY_PATH="$(cd "$build" 2>/dev/null && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-if [ ! -x "$gpu_bin" ]; then
+# Only the C++ steps run the GPU test program (the binding steps load the
+# library alone).
+needs_gpu_bin=0
+for step in $steps; do
+    case "$step" in ctest | portable | hopper | decode | memcheck | racecheck) needs_gpu_bin=1 ;; esac
+done
+if [ "$needs_gpu_bin" = 1 ] && [ ! -x "$gpu_bin" ]; then
     echo "test-gpu.sh: $gpu_bin not found: build first (cmake --build $build)" >&2
     exit 2
 fi
@@ -244,6 +255,57 @@ for step in $steps; do
         elif [ "$rc" -eq 0 ]; then record pytest FAIL "ran 0 tests (${detail:-no pytest summary}); see $log"
         else record pytest FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
         ;;
+    rust)
+        # The Rust binding's GPU tests are #[ignore]d in plain cargo test (CI
+        # has no GPU); here they run with --ignored. A binary built on another
+        # machine (.ci/build-binding-gpu-tests.sh) serves where cargo is absent.
+        log="$out/rust.log"
+        if [ -n "${FMHA_RUST_GPU_TEST:-}" ]; then
+            echo "== Rust GPU tests ($FMHA_RUST_GPU_TEST) -> $log"
+            "$FMHA_RUST_GPU_TEST" --ignored --test-threads=1 --nocapture >"$log" 2>&1
+            rc=$?
+        elif command -v cargo >/dev/null 2>&1; then
+            echo "== Rust GPU tests (cargo) -> $log"
+            (lib_dir=$(cd "$build" && pwd) && include_dir=$PWD/include && cd bindings/rust &&
+                FMHA_LIB_DIR="$lib_dir" FMHA_INCLUDE_DIR="$include_dir" \
+                cargo test --offline --locked --test gpu -- --ignored --test-threads=1 --nocapture) >"$log" 2>&1
+            rc=$?
+        else
+            record rust SKIP "no cargo and FMHA_RUST_GPU_TEST not set (.ci/build-binding-gpu-tests.sh builds one)"
+            continue
+        fi
+        detail=$(grep -E '^test result:' "$log" | tail -n 1 | sed 's/; finished in.*//')
+        passed=$(printf '%s\n' "$detail" | sed -n -E 's/.* ([0-9]+) passed.*/\1/p')
+        seed_line=$(grep -h -o -m 1 'FMHA_TEST_SEED=[0-9xa-fA-F]*' "$log" | head -n 1)
+        if [ "$rc" -eq 0 ] && [ "${passed:-0}" -gt 0 ]; then record rust PASS "$detail${seed_line:+; $seed_line}"
+        elif [ "$rc" -eq 0 ]; then record rust FAIL "ran 0 GPU tests (${detail:-no summary}); see $log"
+        else record rust FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+        ;;
+    go)
+        # The Go binding's GPU tests skip unless FMHA_GPU_TESTS=1; here they
+        # must run, so a SKIP line fails the step.
+        log="$out/go.log"
+        if [ -n "${FMHA_GO_GPU_TEST:-}" ]; then
+            echo "== Go GPU tests ($FMHA_GO_GPU_TEST) -> $log"
+            FMHA_GPU_TESTS=1 "$FMHA_GO_GPU_TEST" -test.run GPU -test.v -test.count=1 >"$log" 2>&1
+            rc=$?
+        elif command -v go >/dev/null 2>&1 && [ -n "${FMHA_PREFIX:-}" ]; then
+            echo "== Go GPU tests (go test) -> $log"
+            FMHA_GPU_TESTS=1 FMHA_BUILD_DIR="$build" GO_TEST_RUN=GPU \
+                bash .ci/test-go.sh >"$log" 2>&1
+            rc=$?
+        else
+            record go SKIP "no go with FMHA_PREFIX, and FMHA_GO_GPU_TEST not set (.ci/build-binding-gpu-tests.sh builds one)"
+            continue
+        fi
+        passed=$(grep -c -E '^--- PASS: TestGPU[A-Za-z0-9]*\b' "$log")
+        skipped=$(grep -c -E '^--- SKIP: TestGPU' "$log")
+        failed_tests=$(grep -c -E '^--- FAIL: TestGPU' "$log")
+        seed_line=$(grep -h -o -m 1 'FMHA_TEST_SEED=[0-9xa-fA-F]*' "$log" | head -n 1)
+        detail="$passed GPU tests passed, $failed_tests failed, $skipped skipped${seed_line:+; $seed_line}"
+        if [ "$rc" -eq 0 ] && [ "$passed" -gt 0 ] && [ "$skipped" -eq 0 ]; then record go PASS "$detail"
+        else record go FAIL "exit $rc; $detail; see $log"; fi
+        ;;
     bench)
         # The side-by-side benchmark (libfmha beside torch SDPA cuDNN and flash).
         log="$out/bench.log"
@@ -267,7 +329,7 @@ for step in $steps; do
         else record bench-serving FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
         ;;
     *)
-        record "$step" FAIL "unknown step (known: ctest portable hopper decode memcheck racecheck demo pytest bench bench-serving)"
+        record "$step" FAIL "unknown step (known: ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving)"
         ;;
     esac
 done

@@ -1082,7 +1082,7 @@ fn run_twice(
 }
 
 /// Creates a plan for `desc`, gives it a workspace of the size it asks for
-/// (NaN-filled and guard-banded) and runs it twice (run_twice).
+/// (guard-banded, NaN-filled before each run) and runs it twice (run_twice).
 #[allow(clippy::too_many_arguments)]
 fn run_plan(
     case: &Case,
@@ -1110,6 +1110,11 @@ fn run_plan(
     let mut guarded = inputs.to_vec();
     guarded.extend(workspace.as_ref());
     let (o_host, lse_host) = run_twice(case, label, o, lse, &guarded, stream, || {
+        // Garbage again before each run: a kernel must not rely on what the
+        // previous run left in its workspace.
+        if let Some(w) = &workspace {
+            w.fill(&NAN_BF16.to_le_bytes());
+        }
         // SAFETY: every pointer in `tensors` is a buffer of this context
         // sized for `desc` (both built from the same shapes), 256-byte
         // aligned; the workspace holds what the plan asked for; run_twice

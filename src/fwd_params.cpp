@@ -72,11 +72,11 @@ static fmha_status launch_result(const Driver &drv, CUresult res, const char *ca
                 kernel_name, fmha_last_error_message());
 }
 
-fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,
+fmha_status launch_dependent(const Driver &drv, bool dependent, CUfunction fn, unsigned grid_x,
                              unsigned grid_y, unsigned grid_z, unsigned threads,
                              unsigned smem_bytes, CUstream stream, void *params,
                              const char *kernel_name) {
-    if (device_sm < 90 || drv.launch_kernel_ex == nullptr)
+    if (!dependent || drv.launch_kernel_ex == nullptr)
         return launch(drv, fn, grid_x, grid_y, grid_z, threads, smem_bytes, stream, params,
                       kernel_name);
     CUlaunchAttribute attr{};

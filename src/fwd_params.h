@@ -15,12 +15,13 @@ fmha_status launch(const Driver &drv, CUfunction fn, unsigned grid_x, unsigned g
                    unsigned grid_z, unsigned threads, unsigned smem_bytes, CUstream stream,
                    void *params, const char *kernel_name);
 
-// As launch(), with programmatic stream serialization on sm_90+ (when the
-// driver has cuLaunchKernelEx): the kernel may be scheduled while its
-// predecessor in `stream` drains, so its launch latency hides under the
-// predecessor's tail. The kernel must execute griddepcontrol.wait
-// (ptx::wait_for_predecessor) before it touches global memory.
-fmha_status launch_dependent(const Driver &drv, int device_sm, CUfunction fn, unsigned grid_x,
+// As launch(), with programmatic stream serialization when `dependent` (the
+// plan's launches_as_dependent for the kernel's image) and the driver has
+// cuLaunchKernelEx: the kernel may be scheduled while its predecessor in
+// `stream` drains, so its launch latency hides under the predecessor's tail.
+// The kernel must execute griddepcontrol.wait (ptx::wait_for_predecessor)
+// before it touches global memory.
+fmha_status launch_dependent(const Driver &drv, bool dependent, CUfunction fn, unsigned grid_x,
                              unsigned grid_y, unsigned grid_z, unsigned threads,
                              unsigned smem_bytes, CUstream stream, void *params,
                              const char *kernel_name);

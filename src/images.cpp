@@ -27,6 +27,10 @@ const EmbeddedImage *find_image(const char *family, int device_sm) {
     return best_cubin ? best_cubin : best_ptx;
 }
 
+bool launches_as_dependent(const EmbeddedImage &image, int device_sm) {
+    return device_sm >= 90 && image.sm >= 90;
+}
+
 bool has_family(const char *family) {
     for (int i = 0; i < kEmbeddedImageCount; ++i)
         if (std::strcmp(kEmbeddedImages[i].family, family) == 0) return true;

@@ -24,4 +24,11 @@ const EmbeddedImage *find_image(const char *family, int device_sm);
 // True if the build embeds any image of `family` at all.
 bool has_family(const char *family);
 
+// Whether a kernel of `image` may be launched as a programmatic dependent on a
+// device of compute capability `device_sm`: both must be sm_90+. The kernels
+// wait for their predecessor (griddepcontrol.wait) only when compiled for
+// sm_90+ (kernels/ptx/grid_dependency.cuh), so PTX of an older virtual arch,
+// which the driver JIT-compiles for a newer device, must be launched plainly.
+bool launches_as_dependent(const EmbeddedImage &image, int device_sm);
+
 }  // namespace fmha

@@ -298,7 +298,7 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
     dp.partial_lse = parts.lse;
     // Launched dependent: it may be scheduled while the previous kernel in
     // the stream drains (it waits for that kernel before touching memory).
-    FMHA_TRY(launch_dependent(*plan.drv, plan.device_sm, plan.function, c.num_splits,
+    FMHA_TRY(launch_dependent(*plan.drv, plan.function_dependent, plan.function, c.num_splits,
                               static_cast<unsigned>(ds.m_tiles * ds.kv_heads),
                               static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream,
                               &dp, c.kernel_name));

@@ -128,9 +128,11 @@ FMHA_API fmha_status fmha_create_merge_plan(fmha_plan **plan_out,
             st = fmha::fail(FMHA_STATUS_NO_KERNEL_IMAGE,
                             "no embedded combine kernel image runs on sm_%d", dc.sm);
     }
-    if (st == FMHA_STATUS_SUCCESS)
+    if (st == FMHA_STATUS_SUCCESS) {
+        plan->function_dependent = fmha::launches_as_dependent(*plan->image, dc.sm);
         st = fmha::load_function(*drv, dc.ctx, *plan->image, plan->choice.kernel_name,
                                  &plan->function);
+    }
     if (st != FMHA_STATUS_SUCCESS) {
         fmha_destroy_plan(plan);
         return st;
@@ -178,7 +180,7 @@ FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_
     FMHA_TRY(scope.status());
     // A team of threads per (row, head), launched dependent: it is scheduled
     // while the runs that computed the parts drain, and waits for their memory.
-    return fmha::launch_dependent(*plan->drv, plan->device_sm, plan->function,
+    return fmha::launch_dependent(*plan->drv, plan->function_dependent, plan->function,
                                   fmha::combine_blocks(sh.rows * h, plan->choice.combine_team), 1, 1,
                                   fmha::kCombineThreads,
                                   0, reinterpret_cast<CUstream>(stream), &cp,

@@ -93,11 +93,13 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
     fmha_status st = fmha::check_device(p, fmha::limits_of(dc), &plan->choice);
     if (st == FMHA_STATUS_SUCCESS) {
         plan->image = fmha::find_image(plan->choice.image_family, dc.sm);
+        plan->function_dependent = fmha::launches_as_dependent(*plan->image, dc.sm);
         st = fmha::load_function(*drv, dc.ctx, *plan->image, plan->choice.kernel_name,
                                  &plan->function);
     }
     if (st == FMHA_STATUS_SUCCESS && plan->choice.combine_kernel_name != nullptr) {
         const fmha::EmbeddedImage *combine = fmha::find_image("combine", dc.sm);
+        plan->combine_dependent = fmha::launches_as_dependent(*combine, dc.sm);
         st = fmha::load_function(*drv, dc.ctx, *combine, plan->choice.combine_kernel_name,
                                  &plan->combine_function);
     }

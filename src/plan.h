@@ -23,6 +23,10 @@ struct fmha_plan {
     const fmha::EmbeddedImage *image = nullptr;
     CUfunction function = nullptr;
     CUfunction combine_function = nullptr;  // split-KV combine or merge, if the plan has one
+    // Programmatic dependent launch of `function` / `combine_function`
+    // (launches_as_dependent of their images on this device).
+    bool function_dependent = false;
+    bool combine_dependent = false;
     bool is_merge = false;                  // made by fmha_create_merge_plan
     fmha::MergeProblem merge;               // valid when is_merge
 };

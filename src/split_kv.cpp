@@ -116,7 +116,7 @@ fmha_status launch_split_combine(const fmha_plan &plan, const fmha_tensors &t,
     // At most one CTA per (row, head): at most 2^31-1 (check_split_kv, at plan
     // time). The plan chose the team and loaded its entry point.
     const unsigned blocks = combine_blocks(sh.rows * heads, plan.choice.combine_team);
-    return launch_dependent(*plan.drv, plan.device_sm, plan.combine_function, blocks, 1, 1,
+    return launch_dependent(*plan.drv, plan.combine_dependent, plan.combine_function, blocks, 1, 1,
                             kCombineThreads, 0, stream, &cp, plan.choice.combine_kernel_name);
 }
 

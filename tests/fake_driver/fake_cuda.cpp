@@ -349,6 +349,10 @@ CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     State &s = st();
     std::lock_guard<std::mutex> lock(s.mu);
     if (programmatic && s.sm < 90) return CUDA_ERROR_NOT_SUPPORTED;  // PDL is sm_90+
+    // Only PTX is text to look into; a cubin for sm_90+ is built from the
+    // same source with the wait compiled in.
+    if (programmatic && f->module->ptx && !image_has(*f->module, "griddepcontrol.wait"))
+        ++s.stats.programmatic_without_wait;
     ++s.stats.launches;
     s.previous = s.last;
     s.has_previous = s.has_last;

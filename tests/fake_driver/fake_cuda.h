@@ -52,6 +52,10 @@ typedef struct fake_cuda_stats {
     char last_not_allowed[64];
     /* Most cuModuleLoadDataEx calls in progress at once. */
     int max_concurrent_loads;
+    /* Programmatic dependent launches of a kernel from a PTX image that has no
+     * griddepcontrol.wait: such a kernel could read its predecessor's output
+     * before that kernel is done (a real driver runs it anyway). */
+    int programmatic_without_wait;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_reset_fn)(void);

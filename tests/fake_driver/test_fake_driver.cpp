@@ -381,6 +381,59 @@ TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-
     }
 }
 
+// The decode kernel, the split combine and the merge are launched as
+// programmatic dependents (scheduled while the stream's previous kernel
+// drains), which is safe only for kernels that execute griddepcontrol.wait
+// before reading memory: those compiled for sm_90+. A device that JIT-compiles
+// older PTX (sm_110 in a build with cubins up to sm_100 and sm_120, or sm_103
+// where only sm_100a is embedded) must get plain launches.
+TEST_CASE("fake devices: programmatic launches only of kernels that wait for their predecessor",
+          "[cpu][fake-driver][run]") {
+    INFO("FMHA_CUDA_ARCHS of this build: " << FMHA_TEST_BUILD_ARCHS << ", PTX "
+                                           << fmha_embedded_ptx_arch());
+    for (int sm : {80, 90, 100, 103, 110, 120, 121}) {
+        Fake &f = fresh_fake(sm);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 4096);
+        d.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = 4;
+        Plan plan;
+        const fmha_status st = create(plan, d);
+        INFO("sm " << sm << ": " << fmha_status_string(st) << ": " << fmha_last_error_message());
+        if (st == FMHA_STATUS_NO_KERNEL_IMAGE) continue;  // nothing in this build runs there
+        REQUIRE(st == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("image sm_" << i.image_sm << (i.image_is_ptx ? " (PTX)" : ""));
+        // The combine image has the decode image's archs, so the same sm.
+        const int expected = sm >= 90 && i.image_sm >= 90 ? 1 : 0;
+        if (i.image_is_ptx && i.image_sm < 90) CHECK(expected == 0);
+        const fmha_tensors t = fake_tensors();
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                            fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+        fake_cuda_launch decode, combine;
+        REQUIRE(f.previous_launch(&decode) == 1);
+        REQUIRE(f.last_launch(&combine) == 1);
+        CHECK(std::string(decode.kernel) == i.kernel_name);
+        CHECK(std::string(combine.kernel).find("fmha_combine_splits_bf16") == 0);
+        CHECK(decode.programmatic == expected);
+        CHECK(combine.programmatic == expected);
+
+        fmha_merge_descriptor m = make_merge_desc();
+        Plan merge;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_create_merge_plan(&merge.p, &m));
+        const void *o_parts[2] = {g_fake_memory, g_fake_memory};
+        const float *lse_parts[2] = {reinterpret_cast<const float *>(g_fake_memory + 512),
+                                     reinterpret_cast<const float *>(g_fake_memory + 512)};
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                            fmha_run_merge(merge.p, o_parts, lse_parts, g_fake_memory + 1024,
+                                           nullptr, nullptr));
+        fake_cuda_launch merged;
+        REQUIRE(f.last_launch(&merged) == 1);
+        CHECK(merged.programmatic == expected);
+        CHECK(f.stats().programmatic_without_wait == 0);
+    }
+}
+
 TEST_CASE("fake devices: pre-Ampere, no device, bad ordinal", "[cpu][fake-driver]") {
     SECTION("sm_75") {
         fresh_fake(75);

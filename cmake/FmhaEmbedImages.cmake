@@ -60,10 +60,12 @@ function(fmha_generate_image_table out_var)
     # PTX must be NUL-terminated for cuModuleLoadData.
     string(APPEND asm ".balign 64\n.hidden ${sym}\n.globl ${sym}\n${sym}:\n.incbin \"${path}\"\n.byte 0\n.hidden ${sym}_end\n.globl ${sym}_end\n${sym}_end:\n")
     string(APPEND decl "extern const unsigned char ${sym}[];\nextern const unsigned char ${sym}_end[];\n")
-    if(suffix STREQUAL "")
-      set(arch_specific 0)
-    else()
+    # "a" cubins run on their own sm only; "f" (family) ones, like plain
+    # ones, on later minor revisions of the same major architecture.
+    if(suffix STREQUAL "a")
       set(arch_specific 1)
+    else()
+      set(arch_specific 0)
     endif()
     string(APPEND rows "    {\"${family}\", ${sm}, ${arch_specific}, ${is_ptx}, ${sym}, ${sym}_end},\n")
     list(APPEND files ${path})

@@ -7,7 +7,7 @@ namespace fmha {
 struct EmbeddedImage {
     const char *family;        // "portable", "sm90", ...
     int sm;                    // 80, 90, 100, 120 (major*10+minor)
-    int arch_specific;         // 1 for sm_90a / sm_100a: runs on exactly that sm
+    int arch_specific;         // 1 for sm_90a / sm_100a: runs on exactly that sm (not sm_100f)
     int is_ptx;                // 1 when the image is PTX for the driver to JIT
     const unsigned char *begin;
     const unsigned char *end;  // one past the trailing NUL

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -156,6 +157,25 @@ struct Plan {
 
 fmha_status create(Plan &plan, const fmha_descriptor &d) {
     return fmha_create_plan(&plan.p, &d);
+}
+
+// The sm of the cubin that a device of compute capability `sm` runs from this
+// build's FMHA_CUDA_ARCHS ("80,90a,100,120"), 0 if none: the newest of the
+// same major revision at or below it, an arch-specific one ("90a") only on its
+// own sm, a family one ("100f") like a plain one (CUDA's binary compatibility
+// rule).
+int expected_cubin(int sm) {
+    int best = 0;
+    std::stringstream ss(FMHA_TEST_BUILD_ARCHS);
+    std::string arch;
+    while (std::getline(ss, arch, ',')) {
+        if (arch.empty()) continue;
+        const int a = std::stoi(arch);
+        const bool specific = arch.back() == 'a';
+        const bool runs = specific ? a == sm : (a / 10 == sm / 10 && a <= sm);
+        if (runs && a > best) best = a;
+    }
+    return best;
 }
 
 fmha_plan_info info_of(const fmha_plan *p) {
@@ -348,7 +368,8 @@ TEST_CASE("fake devices: the portable kernel splits the keys of small grids", "[
 
 TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-driver]") {
     const int ptx = fmha_embedded_ptx_arch();
-    for (int sm : {80, 86, 89, 90, 100, 120}) {
+    INFO("FMHA_CUDA_ARCHS of this build: " << FMHA_TEST_BUILD_ARCHS);
+    for (int sm : {80, 86, 89, 90, 100, 103, 110, 120, 121}) {
         Fake &f = fresh_fake(sm);
         (void)f;
         for (int family : {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE}) {
@@ -358,7 +379,8 @@ TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-
             fmha_status st = create(plan, d);
             INFO("sm " << sm << " family " << family << ": " << fmha_status_string(st) << ": "
                        << fmha_last_error_message());
-            bool cubin = embeds(sm) || ((sm == 86 || sm == 89) && embeds(80));
+            const int cubin_sm = expected_cubin(sm);
+            const bool cubin = cubin_sm != 0;
             if (!cubin && !(ptx != 0 && ptx <= sm)) {
                 CHECK(st == FMHA_STATUS_NO_KERNEL_IMAGE);
                 continue;
@@ -368,7 +390,7 @@ TEST_CASE("fake devices: which image each compute capability gets", "[cpu][fake-
             CHECK(i.device_sm == sm);
             if (cubin) {
                 CHECK(i.image_is_ptx == 0);
-                CHECK(i.image_sm == (embeds(sm) ? sm : 80));
+                CHECK(i.image_sm == cubin_sm);
             } else {
                 CHECK(i.image_is_ptx == 1);
                 CHECK(i.image_sm == ptx);

@@ -94,7 +94,7 @@ std::vector<BadCase> bad_cases() {
 
 TEST_CASE("broken length arrays stay inside the tensors", "[gpu][bad-lengths]") {
     FMHA_REQUIRE_GPU();
-    const bool hopper_device = current_device_sm() == 90;
+    const bool hopper_device = hopper_kernel_runs_here();
     int runs = 0, recovered = 0;
     for (const BadCase &bc : bad_cases()) {
         const ServingCase &c = bc.c;

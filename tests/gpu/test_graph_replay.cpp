@@ -93,7 +93,7 @@ TEST_CASE("a captured run replays over changing lengths, pages and inputs",
           "[gpu][graph][serving]") {
     FMHA_REQUIRE_GPU();
     const bool verbose = std::getenv("FMHA_TEST_VERBOSE") != nullptr;
-    const bool hopper_device = current_device_sm() == 90;
+    const bool hopper_device = hopper_kernel_runs_here();
     int replays = 0, passed = 0;
     for (const Loop &loop : loops()) {
         const ServingCase &first = loop.steps[0];

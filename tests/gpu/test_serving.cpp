@@ -42,9 +42,9 @@ using namespace fmha_test;
     do {                                                                                  \
         const std::vector<fmha_kernel_family> fams_ = ::fmha_test::serving_families();    \
         if (fams_.size() == 1 && fams_[0] == FMHA_KERNEL_HOPPER &&                        \
-            ::fmha_test::current_device_sm() != 90)                                       \
-            FMHA_SKIP("FMHA_TEST_KERNEL=hopper but the device is sm_"                     \
-                      << ::fmha_test::current_device_sm());                               \
+            !::fmha_test::hopper_kernel_runs_here())                                      \
+            FMHA_SKIP("FMHA_TEST_KERNEL=hopper but the Hopper kernel does not run here (sm_" \
+                      << ::fmha_test::current_device_sm() << ", images of this build)");     \
     } while (0)
 
 namespace {
@@ -158,7 +158,7 @@ TEST_CASE("varlen prefill: ragged batches against the float64 reference",
     const bool hopper_family =
         std::find(families.begin(), families.end(), FMHA_KERNEL_AUTO) != families.end() ||
         std::find(families.begin(), families.end(), FMHA_KERNEL_HOPPER) != families.end();
-    if (current_device_sm() == 90 && hopper_family && !std::getenv("FMHA_TEST_CASE") &&
+    if (hopper_kernel_runs_here() && hopper_family && !std::getenv("FMHA_TEST_CASE") &&
         !st.aborted) {
         int walks = 0;
         for (const auto &k : st.kernels)
@@ -251,7 +251,8 @@ TEST_CASE("decode: seqlen_q x head_dim x GQA ratio, causal bottom-right",
 TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
           "[gpu][serving][packed-heads]") {
     FMHA_REQUIRE_GPU();
-    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    if (!hopper_kernel_runs_here())
+        FMHA_SKIP("the Hopper kernel does not run here (it needs sm_90 and a build with sm_90a)");
     Stats st;
     for (const ServingCase &c : packed_heads_suite())
         run_families("packed heads", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
@@ -271,7 +272,8 @@ TEST_CASE("Hopper kernel: the query heads of a KV head packed in one tile",
 TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
           "[gpu][serving][paged-hopper]") {
     FMHA_REQUIRE_GPU();
-    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    if (!hopper_kernel_runs_here())
+        FMHA_SKIP("the Hopper kernel does not run here (it needs sm_90 and a build with sm_90a)");
     Stats st;
     for (const ServingCase &c : paged_hopper_suite()) {
         if (!selected(c.name())) continue;
@@ -307,7 +309,8 @@ TEST_CASE("Hopper kernel: paged KV caches read by TMA page chunks",
 TEST_CASE("Hopper kernel: pages no TMA box fits, gathered row by row",
           "[gpu][serving][paged-gather]") {
     FMHA_REQUIRE_GPU();
-    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    if (!hopper_kernel_runs_here())
+        FMHA_SKIP("the Hopper kernel does not run here (it needs sm_90 and a build with sm_90a)");
     Stats st;
     for (const ServingCase &c : gathered_pages_suite()) {
         if (!selected(c.name())) continue;
@@ -333,7 +336,8 @@ TEST_CASE("Hopper kernel: pages no TMA box fits, gathered row by row",
 
 TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-features]") {
     FMHA_REQUIRE_GPU();
-    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    if (!hopper_kernel_runs_here())
+        FMHA_SKIP("the Hopper kernel does not run here (it needs sm_90 and a build with sm_90a)");
     Stats st;
     for (const ServingCase &c : hopper_feature_suite())
         run_families("hopper features", c, {FMHA_KERNEL_HOPPER, FMHA_KERNEL_AUTO}, st);
@@ -354,7 +358,8 @@ TEST_CASE("Hopper kernel: windows, softcap and sinks", "[gpu][serving][hopper-fe
 
 TEST_CASE("Hopper kernel: head_dim 512 (split D)", "[gpu][serving][hd512-hopper]") {
     FMHA_REQUIRE_GPU();
-    if (current_device_sm() != 90) FMHA_SKIP("the Hopper kernel needs sm_90");
+    if (!hopper_kernel_runs_here())
+        FMHA_SKIP("the Hopper kernel does not run here (it needs sm_90 and a build with sm_90a)");
     Stats st;
     // Every HOPPER run, and AUTO's unless the case asks for splits (AUTO:
     // the decode kernel).
@@ -437,7 +442,7 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             runs.push_back(run_serving(data, FMHA_KERNEL_DECODE, s));
             record("split", c, runs.back(), st);
         }
-        if (current_device_sm() == 90)
+        if (hopper_kernel_runs_here())
             for (int32_t s : split_counts()) {
                 if (st.aborted) break;
                 ServingRun r = run_serving(data, FMHA_KERNEL_HOPPER, s);
@@ -498,8 +503,10 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             const auto it = st.kernels.find(name);
             return it == st.kernels.end() ? 0 : it->second;
         };
-        CHECK(runs_of("fmha_fwd_sm90_bf16_hd128_wide_paged16") >= 6);
-        CHECK(runs_of("fmha_fwd_sm90_fp16_hd256_paged16") >= 6);
+        if (hopper_kernel_runs_here()) {
+            CHECK(runs_of("fmha_fwd_sm90_bf16_hd128_wide_paged16") >= 6);
+            CHECK(runs_of("fmha_fwd_sm90_fp16_hd256_paged16") >= 6);
+        }
         CHECK(runs_of("fmha_decode_paired_bf16_hd64") >= 6);
         CHECK(runs_of("fmha_decode_paired_fp16_hd64") >= 6);
         // hd96 pairs: the one-split runs of the hd96 cases (132 SMs)

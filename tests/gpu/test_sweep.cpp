@@ -283,7 +283,7 @@ std::vector<Case> growth_cases(fmha_kernel_family kernel) {
     const float growths[] = {0.03f, 0.005f};
     std::vector<int64_t> head_dims = {64, 128, 256};
     // head_dim 512 prefill runs on the Hopper kernel only.
-    if (current_device_sm() == 90 && (kernel == FMHA_KERNEL_AUTO || kernel == FMHA_KERNEL_HOPPER))
+    if (hopper_kernel_runs_here() && (kernel == FMHA_KERNEL_AUTO || kernel == FMHA_KERNEL_HOPPER))
         head_dims.push_back(512);
     std::vector<Case> cases;
     uint64_t i = 9000;

@@ -52,6 +52,25 @@ int current_device_sm() {
     return major * 10 + minor;
 }
 
+bool hopper_kernel_runs_here() {
+    if (current_device_sm() != 90) return false;
+    int dev = 0;
+    FMHA_TEST_CUDA(cudaGetDevice(&dev));
+    // A problem the Hopper kernel takes whenever its image is there.
+    fmha_descriptor d;
+    if (fmha_descriptor_init(&d, FMHA_DESCRIPTOR_VERSION) != FMHA_STATUS_SUCCESS) return false;
+    d.device = dev;
+    d.dtype = FMHA_DTYPE_BF16;
+    d.batch = 1;
+    d.num_q_heads = d.num_kv_heads = 1;
+    d.seqlen_q = d.seqlen_k = 128;
+    d.head_dim = 128;
+    fmha_strides_bshd(&d.q_strides, 128, 1, 128);
+    d.k_strides = d.v_strides = d.o_strides = d.q_strides;
+    d.kernel = FMHA_KERNEL_HOPPER;
+    return fmha_check_support(&d, FMHA_SM_CURRENT_DEVICE) == FMHA_STATUS_SUCCESS;
+}
+
 fmha_kernel_family test_kernel_family() {
     const char *env = std::getenv("FMHA_TEST_KERNEL");
     if (env == nullptr || env[0] == '\0' || std::strcmp(env, "auto") == 0) return FMHA_KERNEL_AUTO;

@@ -7,6 +7,7 @@
 
 #include "fmha/fmha.h"
 #include "fmha_test/buffers.h"
+#include "fmha_test/gpu.h"
 #include "fmha_test/half.h"
 #include "fmha_test/serving.h"
 #include "run_once.h"
@@ -23,7 +24,11 @@ ServingRun run_serving_on(Data &data, fmha_kernel_family kernel, int32_t num_spl
         PlanHolder ph;
         r.error = create_plan(ph, desc, &r.status);
         if (!r.error.empty()) {
-            if (r.status == FMHA_STATUS_NOT_SUPPORTED)
+            // A forced HOPPER declines off sm_90 (NOT_SUPPORTED) and, on sm_90,
+            // in a build without its image (NO_KERNEL_IMAGE).
+            if (r.status == FMHA_STATUS_NOT_SUPPORTED ||
+                (r.status == FMHA_STATUS_NO_KERNEL_IMAGE && kernel == FMHA_KERNEL_HOPPER &&
+                 !hopper_kernel_runs_here()))
                 r.unsupported = documented_unsupported(desc, r.error);
             return r;
         }

@@ -16,6 +16,12 @@ bool gpu_available(std::string *why);
 // Compute capability (major*10+minor) of the current runtime device.
 int current_device_sm();
 
+// Whether the Hopper kernel runs on the current device: an sm_90 device and a
+// library built with its image (FMHA_CUDA_ARCHS with 90a). A build without it
+// runs the decode and portable kernels there, JIT-compiled from PTX if no
+// sm_90 cubin is embedded.
+bool hopper_kernel_runs_here();
+
 // Kernel family from env FMHA_TEST_KERNEL: "auto" (or unset), "portable" or
 // "hopper". Anything else throws std::invalid_argument.
 fmha_kernel_family test_kernel_family();

@@ -464,11 +464,12 @@ FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version);
  *  context. One plan may be run concurrently from several threads on
  *  several streams, each run with its own workspace (runs in flight must not
  *  share one). Errors in the arguments are reported before anything is
- *  enqueued; kernel faults surface as usual on the stream. On sm_90 the
- *  decode kernel and the split-KV combine use programmatic dependent launch:
- *  they may be scheduled while the previous work in `stream` drains, wait
- *  for it to complete before touching memory, and let a following kernel
- *  launched the same way be scheduled early (stream order is kept). */
+ *  enqueued; kernel faults surface as usual on the stream. On sm_90 and
+ *  newer, from cubins built for them (not from JIT-compiled compute_80 PTX),
+ *  the decode kernel and the split-KV combine use programmatic dependent
+ *  launch: they may be scheduled while the previous work in `stream` drains,
+ *  wait for it to complete before touching memory, and let a following
+ *  kernel launched the same way be scheduled early (stream order is kept). */
 FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *tensors,
                               void *workspace, size_t workspace_bytes,
                               fmha_stream stream);
@@ -536,9 +537,8 @@ FMHA_API fmha_status fmha_create_merge_plan(fmha_plan **plan,
  *  of num_parts device pointers (copied at the call; O pointers 16-byte
  *  aligned, LSE 4-byte); `lse` is required iff FMHA_FLAG_WRITE_LSE. The
  *  output may alias a part only if it is that same tensor with the same
- *  strides. Never allocates or synchronizes; safe in graph capture. On
- *  sm_90 launched as a programmatic dependent, like fmha_run's decode
- *  kernel. */
+ *  strides. Never allocates or synchronizes; safe in graph capture.
+ *  Launched as a programmatic dependent where fmha_run's decode kernel is. */
 FMHA_API fmha_status fmha_run_merge(const fmha_plan *plan, const void *const *o_parts,
                                     const float *const *lse_parts, void *o, float *lse,
                                     fmha_stream stream);

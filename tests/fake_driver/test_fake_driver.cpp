@@ -356,7 +356,7 @@ TEST_CASE("fake devices: the portable kernel splits the keys of small grids", "[
                 CHECK(k.programmatic == 0);
                 CHECK(std::string(l.kernel).find("fmha_combine_splits_fp16") == 0);
                 CHECK(l.grid[0] == expected_combine_ctas(sh.sq * sh.q_heads, sh.hd, int(sh.splits)));
-                CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
+                CHECK(l.programmatic == (sm >= 90 && i.image_sm >= 90 ? 1 : 0));
             } else {
                 CHECK(std::string(l.kernel) == i.kernel_name);
                 CHECK(l.grid[0] == ctas);
@@ -1480,8 +1480,8 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                         CHECK(l.grid[0] == 1u);
                         CHECK(l.grid[1] == (paired ? 1u : 2u));
                         CHECK(l.grid[2] == 3u);
-                        // Programmatic dependent launch on sm_90 only.
-                        CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
+                        // Programmatic dependent launch on sm_90+ from sm_90+ images only.
+                        CHECK(l.programmatic == (sm >= 90 && i.image_sm >= 90 ? 1 : 0));
                     } else {
                         fake_cuda_launch l;
                         REQUIRE(f.last_launch(&l) == 1);
@@ -1489,7 +1489,7 @@ TEST_CASE("fake driver: decode plans, contiguous and paged, split and not",
                         // 3 rows x 8 heads, in teams (CTAs of 128 / team of them)
                         CHECK(l.grid[1] * l.grid[2] == 1u);
                         CHECK(l.grid[0] == expected_combine_ctas(3 * 8, hd, splits));
-                        CHECK(l.programmatic == (sm >= 90 ? 1 : 0));
+                        CHECK(l.programmatic == (sm >= 90 && i.image_sm >= 90 ? 1 : 0));
                     }
                 }
     }

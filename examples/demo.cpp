@@ -117,28 +117,20 @@ Result run(bool causal, const std::vector<uint16_t> &hq, const std::vector<uint1
     const size_t n_checked = sizeof kChecked / sizeof kChecked[0];
     std::vector<RefResult> ref64(n_checked), reflp(n_checked);
     std::vector<std::thread> pool;
+    RefProblem ref_problem;
+    ref_problem.dtype = FMHA_DTYPE_BF16;
+    ref_problem.seqlen_q = ref_problem.seqlen_k = kSeq;
+    ref_problem.head_dim = kDim;
+    ref_problem.mask = d.mask == FMHA_MASK_NONE ? FMHA_MASK_NONE : FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
+    ref_problem.softmax_scale = double(1.0f / std::sqrt(float(kDim)));
+    ref_problem.q = ref_problem.k = ref_problem.v = ref_problem.o = layout.strides;
     for (size_t c = 0; c < n_checked; ++c) {
-        pool.emplace_back([&, c] {
-            RefProblem p;
-            p.dtype = FMHA_DTYPE_BF16;
-            p.seqlen_q = p.seqlen_k = kSeq;
-            p.head_dim = kDim;
-            p.mask = d.mask == FMHA_MASK_NONE ? FMHA_MASK_NONE : FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-            p.softmax_scale = double(1.0f / std::sqrt(float(kDim)));
-            p.q = p.k = p.v = p.o = layout.strides;
-            const int64_t off = kChecked[c][0] * layout.strides.batch + kChecked[c][1] * layout.strides.head;
-            ref64[c] = reference_fp64(p, hq.data() + off, hk.data() + off, hv.data() + off, 1);
+        const int64_t off = kChecked[c][0] * layout.strides.batch + kChecked[c][1] * layout.strides.head;
+        pool.emplace_back([&, c, off] {
+            ref64[c] = reference_fp64(ref_problem, hq.data() + off, hk.data() + off, hv.data() + off, 1);
         });
-        pool.emplace_back([&, c] {
-            RefProblem p;
-            p.dtype = FMHA_DTYPE_BF16;
-            p.seqlen_q = p.seqlen_k = kSeq;
-            p.head_dim = kDim;
-            p.mask = d.mask == FMHA_MASK_NONE ? FMHA_MASK_NONE : FMHA_MASK_CAUSAL_BOTTOM_RIGHT;
-            p.softmax_scale = double(1.0f / std::sqrt(float(kDim)));
-            p.q = p.k = p.v = p.o = layout.strides;
-            const int64_t off = kChecked[c][0] * layout.strides.batch + kChecked[c][1] * layout.strides.head;
-            reflp[c] = reference_lowp(p, hq.data() + off, hk.data() + off, hv.data() + off, 1);
+        pool.emplace_back([&, c, off] {
+            reflp[c] = reference_lowp(ref_problem, hq.data() + off, hk.data() + off, hv.data() + off, 1);
         });
     }
     for (auto &th : pool) th.join();

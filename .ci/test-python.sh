@@ -9,8 +9,9 @@
 # Installs the package into a temporary --target directory (so the tests
 # import the installed copy, not the source tree), installs pytest there too
 # if it is missing, and runs the CPU tests (marker "not gpu"): they need no
-# GPU, no CUDA driver and no torch. Exits non-zero on any failure, including
-# pytest's exit code 5 (no test collected).
+# GPU, no CUDA driver and no torch. Then the benchmarks' --self-test (also
+# without GPU or torch). Exits non-zero on any failure, including pytest's
+# exit code 5 (no test collected).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -79,4 +80,12 @@ if [[ $rc -eq 5 ]]; then
   echo "test-python: pytest collected no test; treating that as a failure" >&2
   exit 1
 fi
+
+# The benchmarks' pure-Python self-tests (no GPU, no torch): their byte and
+# FLOP counting, piece plans and exactness bounds, and, for bench_serving,
+# that the installed binding accepts every benchmarked problem.
+for bench in bench_serving.py bench_read_ceiling.py; do
+  echo "test-python: tests/bench/$bench --self-test"
+  "$python" "$repo_root/tests/bench/$bench" --self-test || rc=1
+done
 exit "$rc"

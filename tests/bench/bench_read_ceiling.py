@@ -16,11 +16,12 @@ without computing attention:
              the last ticket sets the counter back to 0 for the next run)
 
 Every read is checked: the buffer holds random integers 0-7, which each program adds up
-exactly (float32 per lane, int32 across lanes: as many registers as a float32 sum, so the
-check does not change how many programs fit on an SM), and the programs' sums must add up
-to the buffer's sum exactly; the counter must be 0 after the timed runs. The table gives microseconds (median of --reps after an L2
-flush, bench_serving's Timer) for libfmha, cuDNN and the fastest configuration of each read,
-and libfmha's time over the fastest read of any kind. A detail line per configuration is
+exactly (float32 per lane, then int32 across the lanes, which needs no more registers than
+a float32 sum; an int64 sum slowed the static reads by up to 7%, kernel notes d62), and the
+programs' sums must add up to the buffer's sum exactly; the counter must be 0 after the
+timed runs. The table gives microseconds (median of --reps after an L2 flush,
+bench_serving's Timer) for libfmha, cuDNN and the fastest configuration of each read, and
+libfmha's time over the fastest read of any kind. A detail line per configuration is
 printed as it runs. This is what kernel notes d61 and d62 measured (docs/kernel-notes.md).
 
     FMHA_LIBRARY=build/libfmha.so PYTHONPATH=bindings/python/src \\

@@ -22,6 +22,8 @@
 #              and an install prefix (FMHA_PREFIX), or FMHA_GO_GPU_TEST
 #   bench      tests/bench/bench_prefill.py (FMHA_BENCH_ARGS, default --quick)
 #   bench-serving  tests/bench/bench_serving.py (FMHA_BENCH_SERVING_ARGS, default --quick)
+#   bench-ceiling  tests/bench/bench_read_ceiling.py (FMHA_BENCH_CEILING_ARGS, default
+#              --quick; skipped where Python has no Triton)
 # Logs go to ${OUT:-/tmp/fmha-out}/ (one file per step). A compact summary is
 # printed at the end; the exit status is non-zero if any step failed.
 # A GPU test binary that finds no GPU counts as a failure here unless
@@ -36,7 +38,7 @@ set -u
 
 build=${FMHA_BUILD_DIR:-build}
 out=${OUT:-/tmp/fmha-out}
-steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving}
+steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving bench-ceiling}
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
@@ -328,8 +330,23 @@ for step in $steps; do
         if [ "$rc" -eq 0 ]; then record bench-serving PASS "${detail:-no summary line}"
         else record bench-serving FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
         ;;
+    bench-ceiling)
+        # The decode rows beside checked plain reads of their bytes (Triton reads).
+        log="$out/bench-ceiling.log"
+        if ! python3 -c "import triton" >/dev/null 2>&1; then
+            record bench-ceiling SKIP "python3 has no triton (the plain reads are Triton kernels)"
+            continue
+        fi
+        echo "== read-ceiling benchmark (${FMHA_BENCH_CEILING_ARGS:---quick}) -> $log"
+        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
+            python3 tests/bench/bench_read_ceiling.py ${FMHA_BENCH_CEILING_ARGS:---quick} >"$log" 2>&1
+        rc=$?
+        detail=$(grep -E '^failures' "$log" | tail -n 1)
+        if [ "$rc" -eq 0 ]; then record bench-ceiling PASS "${detail:-no failures line}"
+        else record bench-ceiling FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+        ;;
     *)
-        record "$step" FAIL "unknown step (known: ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving)"
+        record "$step" FAIL "unknown step (known: ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving bench-ceiling)"
         ;;
     esac
 done

@@ -82,6 +82,23 @@ record() {  # record STEP STATUS DETAIL
     return 0
 }
 
+# bench_step STEP TITLE SCRIPT ARGS PATTERN: runs tests/bench/SCRIPT ARGS
+# against the build's library, logs to $out/STEP.log, and records the last
+# line matching the regex PATTERN; the step fails on a non-zero exit.
+bench_step() {
+    local step=$1 title=$2 script=$3 args=$4 pattern=$5
+    local log="$out/$step.log" rc detail
+    echo "== $title ($args) -> $log"
+    # $args is word-split on purpose: it holds the script's options.
+    # shellcheck disable=SC2086
+    FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
+        python3 "tests/bench/$script" $args >"$log" 2>&1
+    rc=$?
+    detail=$(grep -E "$pattern" "$log" | tail -n 1)
+    if [ "$rc" -eq 0 ]; then record "$step" PASS "${detail:-no line matching $pattern}"
+    else record "$step" FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+}
+
 # "gpu sweep: N cases, worst error ratio R (case ...); F failed; ..." -> "N cases, worst ratio R, F failed"
 sweep_line() {
     grep -h -o 'gpu sweep: [0-9]* cases, worst error ratio [^ ]* (case [^)]*); [0-9]* failed' "$1" |
@@ -310,40 +327,21 @@ for step in $steps; do
         ;;
     bench)
         # The side-by-side benchmark (libfmha beside torch SDPA cuDNN and flash).
-        log="$out/bench.log"
-        echo "== benchmark (${FMHA_BENCH_ARGS:---quick}) -> $log"
-        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
-            python3 tests/bench/bench_prefill.py ${FMHA_BENCH_ARGS:---quick} >"$log" 2>&1
-        rc=$?
-        detail=$(grep -E '^median' "$log" | tail -n 1)
-        if [ "$rc" -eq 0 ]; then record bench PASS "${detail:-no median line}"
-        else record bench FAIL "exit $rc; see $log"; fi
+        bench_step bench benchmark bench_prefill.py "${FMHA_BENCH_ARGS:---quick}" '^median'
         ;;
     bench-serving)
         # Decode, paged, multi-token, hd512 and varlen beside cuDNN (or dense).
-        log="$out/bench-serving.log"
-        echo "== serving benchmark (${FMHA_BENCH_SERVING_ARGS:---quick}) -> $log"
-        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
-            python3 tests/bench/bench_serving.py ${FMHA_BENCH_SERVING_ARGS:---quick} >"$log" 2>&1
-        rc=$?
-        detail=$(grep -E '^bars met' "$log" | tail -n 1)
-        if [ "$rc" -eq 0 ]; then record bench-serving PASS "${detail:-no summary line}"
-        else record bench-serving FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+        bench_step bench-serving "serving benchmark" bench_serving.py \
+            "${FMHA_BENCH_SERVING_ARGS:---quick}" '^bars met'
         ;;
     bench-ceiling)
         # The decode rows beside checked plain reads of their bytes (Triton reads).
-        log="$out/bench-ceiling.log"
         if ! python3 -c "import triton" >/dev/null 2>&1; then
             record bench-ceiling SKIP "python3 has no triton (the plain reads are Triton kernels)"
             continue
         fi
-        echo "== read-ceiling benchmark (${FMHA_BENCH_CEILING_ARGS:---quick}) -> $log"
-        FMHA_LIBRARY="$(cd "$build" && pwd)/libfmha.so" PYTHONPATH=bindings/python/src \
-            python3 tests/bench/bench_read_ceiling.py ${FMHA_BENCH_CEILING_ARGS:---quick} >"$log" 2>&1
-        rc=$?
-        detail=$(grep -E '^failures' "$log" | tail -n 1)
-        if [ "$rc" -eq 0 ]; then record bench-ceiling PASS "${detail:-no failures line}"
-        else record bench-ceiling FAIL "exit $rc; ${detail:+$detail; }see $log"; fi
+        bench_step bench-ceiling "read-ceiling benchmark" bench_read_ceiling.py \
+            "${FMHA_BENCH_CEILING_ARGS:---quick}" '^failures'
         ;;
     *)
         record "$step" FAIL "unknown step (known: ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving bench-ceiling)"

@@ -38,6 +38,7 @@ struct Config {
     static constexpr int BM = kDecodeRows;
     static constexpr int BN = kTile.block_n;
     static constexpr int kStages = kTile.stages;
+    static constexpr bool kRefillAfterCompute = decode_refill_after_compute(D, kKv);
     static constexpr int kDSplit = kTile.d_split;
     static constexpr int kThreads = decode_threads(D, kKv);
     static constexpr int kWarps = kThreads / 32;
@@ -250,6 +251,11 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         ptx::cp_async_commit();  // Q (and the early tiles) ride in the first group
     }
     if (kStages - 1 < num_tiles) look_up_pages(kStages - 1);
+    if constexpr (Cfg::kRefillAfterCompute) {  // every stage in flight from the start
+        if (kStages - 1 < num_tiles) load_tile(kStages - 1, kStages - 1);
+        ptx::cp_async_commit();
+        if (kStages < num_tiles) look_up_pages(kStages);
+    }
     if (early && n_end < early_keys && copies) {
         // A sequence shorter than the early tiles: its rows past the length
         // hold other data (maybe NaN) that P = 0 must not multiply.
@@ -272,11 +278,17 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                             packed_row(m_tile, g + 8, kv_head, group).pos};
 
     for (int i = 0; i < num_tiles; ++i) {
-        ptx::cp_async_wait<kStages - 2>();  // tile i has landed
-        __syncthreads();                    // and every warp is done with tile i - 1
-        if (i + kStages - 1 < num_tiles) load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
-        ptx::cp_async_commit();
-        if (i + kStages < num_tiles) look_up_pages(i + kStages);  // used next iteration
+        if constexpr (Cfg::kRefillAfterCompute) {
+            ptx::cp_async_wait<kStages - 1>();  // tile i has landed
+            __syncthreads();
+        } else {
+            ptx::cp_async_wait<kStages - 2>();  // tile i has landed
+            __syncthreads();                    // and every warp is done with tile i - 1
+            if (i + kStages - 1 < num_tiles)
+                load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
+            ptx::cp_async_commit();
+            if (i + kStages < num_tiles) look_up_pages(i + kStages);  // used next iteration
+        }
 
         const T *sK = sKV + (i % kStages) * 2 * BN * D;
         const T *sV = sK + BN * D;
@@ -376,6 +388,12 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
                 ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
             }
+        }
+        if constexpr (Cfg::kRefillAfterCompute) {
+            __syncthreads();  // every warp is done with stage i % kStages: refill it now
+            if (i + kStages < num_tiles) load_tile(i + kStages, i % kStages);
+            ptx::cp_async_commit();
+            if (i + kStages + 1 < num_tiles) look_up_pages(i + kStages + 1);  // used next time
         }
     }
 

@@ -322,6 +322,20 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
 #endif
 }
 
+// When a stage is refilled. Usually at the top of the next iteration, once
+// the tile after it has landed: one stage is then always kept for the tile
+// being computed, so a 2-stage ring has a single tile in flight while it
+// waits. The paged hd128 tile (64 keys, 2 stages, 3 CTAs per SM) instead
+// refills a stage right after every warp has computed on it (a second
+// barrier per tile), so both stages are in flight while a tile is awaited:
+// paged B64 H32/32 S2048 ran 6% faster, the other paged rows 0-2%. The
+// 3-stage dense tile lost 0.7% to the second barrier on B64; paged hd64 was
+// mixed (-1 to +1%) and the other paged head dims are not measured, so they
+// keep the usual order (kernel-notes d63).
+FMHA_HOST_DEVICE constexpr bool decode_refill_after_compute(int head_dim, DecodeKv kv) {
+    return kv == DecodeKv::kPaged && head_dim == 128;
+}
+
 FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, DecodeKv kv) {
     return 32 * decode_tile(head_dim, kv).warps;
 }

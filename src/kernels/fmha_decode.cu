@@ -242,6 +242,12 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             ptx::cp_async_16(ptx::smem_addr(dst_v), vs, valid);
         });
     };
+    // Tile i into stage s as one commit group, then the next tile's pages.
+    auto refill = [&](int i, int s) {
+        if (i < num_tiles) load_tile(i, s);
+        ptx::cp_async_commit();
+        if (i + 1 < num_tiles) look_up_pages(i + 1);  // used by the next refill
+    };
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (!early && s < num_tiles) {
@@ -251,11 +257,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         ptx::cp_async_commit();  // Q (and the early tiles) ride in the first group
     }
     if (kStages - 1 < num_tiles) look_up_pages(kStages - 1);
-    if constexpr (Cfg::kRefillAfterCompute) {  // every stage in flight from the start
-        if (kStages - 1 < num_tiles) load_tile(kStages - 1, kStages - 1);
-        ptx::cp_async_commit();
-        if (kStages < num_tiles) look_up_pages(kStages);
-    }
+    if constexpr (Cfg::kRefillAfterCompute)  // every stage in flight from the start
+        refill(kStages - 1, kStages - 1);
     if (early && n_end < early_keys && copies) {
         // A sequence shorter than the early tiles: its rows past the length
         // hold other data (maybe NaN) that P = 0 must not multiply.
@@ -284,10 +287,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         } else {
             ptx::cp_async_wait<kStages - 2>();  // tile i has landed
             __syncthreads();                    // and every warp is done with tile i - 1
-            if (i + kStages - 1 < num_tiles)
-                load_tile(i + kStages - 1, (i + kStages - 1) % kStages);
-            ptx::cp_async_commit();
-            if (i + kStages < num_tiles) look_up_pages(i + kStages);  // used next iteration
+            refill(i + kStages - 1, (i + kStages - 1) % kStages);
         }
 
         const T *sK = sKV + (i % kStages) * 2 * BN * D;
@@ -391,9 +391,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         }
         if constexpr (Cfg::kRefillAfterCompute) {
             __syncthreads();  // every warp is done with stage i % kStages: refill it now
-            if (i + kStages < num_tiles) load_tile(i + kStages, i % kStages);
-            ptx::cp_async_commit();
-            if (i + kStages + 1 < num_tiles) look_up_pages(i + kStages + 1);  // used next time
+            refill(i + kStages, i % kStages);
         }
     }
 

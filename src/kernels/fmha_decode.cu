@@ -208,15 +208,27 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // takes the rows at a fixed step from one pointer, no clamp, no predicate.
     const int64_t k_pass_step = int64_t(kRowsPerPass) * k_rows.seq_stride;
     const int64_t v_pass_step = int64_t(kRowsPerPass) * v_rows.seq_stride;
+    // Contiguous caches: tiles are loaded in order (from tile kStages - 1 on
+    // when the early tiles went out first), so a copying thread's K and V
+    // pointers advance one tile per load. Loop-carried, they stay in
+    // registers; rebuilt from the tile index they cost ~25 dependent
+    // instructions per tile (kernel notes d65).
+    const int first_loaded = early ? kStages - 1 : 0;
+    const T *k_next = k_rows.base +
+                      int64_t(key0 + first_loaded * BN + row_in_pass) * k_rows.seq_stride + chunk * 8;
+    const T *v_next = v_rows.base +
+                      int64_t(key0 + first_loaded * BN + row_in_pass) * v_rows.seq_stride + chunk * 8;
+    const int64_t k_tile_step = int64_t(BN) * k_rows.seq_stride;
+    const int64_t v_tile_step = int64_t(BN) * v_rows.seq_stride;
     auto load_tile = [&](int i, int s) {
         const int j0 = key0 + i * BN;
         if (!copies) return;
         if constexpr (!kPaged) {
-            if (j0 + BN <= n_end) {
-                const T *ks = k_rows.base + int64_t(j0 + row_in_pass) * k_rows.seq_stride +
-                              chunk * 8;
-                const T *vs = v_rows.base + int64_t(j0 + row_in_pass) * v_rows.seq_stride +
-                              chunk * 8;
+            if (j0 + BN <= n_end) {  // all but the last tile
+                const T *ks = k_next;
+                const T *vs = v_next;
+                k_next += k_tile_step;
+                v_next += v_tile_step;
                 for_my_rows(s, [&](T *dst_k, T *dst_v, int, int k) {
                     ptx::cp_async_16(ptx::smem_addr(dst_k), ks + k * k_pass_step, true);
                     ptx::cp_async_16(ptx::smem_addr(dst_v), vs + k * v_pass_step, true);
@@ -280,14 +292,41 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int row_pos[2] = {packed_row(m_tile, g, kv_head, group).pos,
                             packed_row(m_tile, g + 8, kv_head, group).pos};
 
+    // Shared-memory byte offsets of this lane's ldmatrix rows, computed once:
+    // the XOR key of decode_kv_offset is the same for every slice and stage
+    // (a function of lane % 8), so a tile only adds its stage's address.
+    // Held in registers up to head_dim 128 (16 of them); larger head dims
+    // have none to spare and compute them per tile (kernel notes d65).
+    constexpr bool kHoist = D <= 128;
+    const uint32_t q_addr =
+        ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow + lane / 16 * 8);
+    uint32_t k_off[kHoist ? D / 16 : 1];           // K, by k-step, slice 0
+    uint32_t v_off[kHoist ? Cfg::kOTiles / 2 : 1];  // V, by pair of O tiles, slice 0
+    if constexpr (kHoist) {
+        const int row0 = key_group * Cfg::kSlices * 16;  // the warp's first slice row
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            k_off[kk] = 2 * decode_kv_offset<D>(row0 + lane % 8 + lane / 16 * 8,
+                                                kk * 2 + (lane / 8) % 2);
+#pragma unroll
+        for (int np = 0; np < Cfg::kOTiles / 2; ++np)
+            v_off[np] = 2 * (BN * D + decode_kv_offset<D>(row0 + lane % 8 + (lane / 8) % 2 * 8,
+                                                          (d_part * Cfg::kDv + np * 16) / 8 +
+                                                              lane / 16));
+    }
+    const uint32_t kv_addr0 = ptx::smem_addr(sKV);
+    int stage = 0;  // i % kStages, kept without a division
     for (int i = 0; i < num_tiles; ++i) {
+        const uint32_t stage_addr = kv_addr0 + stage * (2 * BN * D * 2);
+        const int refill_stage = stage == 0 ? kStages - 1 : stage - 1;  // (i + kStages - 1) % kStages
+        stage = stage == kStages - 1 ? 0 : stage + 1;
         if constexpr (Cfg::kRefillAfterCompute) {
             ptx::cp_async_wait<kStages - 1>();  // tile i has landed
             __syncthreads();
         } else {
             ptx::cp_async_wait<kStages - 2>();  // tile i has landed
             __syncthreads();                    // and every warp is done with tile i - 1
-            refill(i + kStages - 1, (i + kStages - 1) % kStages);
+            refill(i + kStages - 1, refill_stage);
         }
 
         const T *sK = sKV + (i % kStages) * 2 * BN * D;
@@ -305,11 +344,16 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
                 uint32_t a[4], b[4];
-                ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
-                                                   kk * 16 + lane / 16 * 8));
-                const int k_row = slice_row + lane % 8 + lane / 16 * 8;
-                const int k_chunk = kk * 2 + (lane / 8) % 2;
-                ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
+                if constexpr (kHoist) {
+                    ptx::ldmatrix_x4(a, q_addr + kk * 32);
+                    ptx::ldmatrix_x4(b, stage_addr + k_off[kk] + sl * 16 * D * 2);
+                } else {
+                    ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                                       kk * 16 + lane / 16 * 8));
+                    const int k_row = slice_row + lane % 8 + lane / 16 * 8;
+                    const int k_chunk = kk * 2 + (lane / 8) % 2;
+                    ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
+                }
                 ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
                 ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
             }
@@ -382,9 +426,14 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 #pragma unroll
             for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
                 uint32_t b[4];
-                const int v_row = slice_row + lane % 8 + (lane / 8) % 2 * 8;
-                const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
-                ptx::ldmatrix_x4_trans(b, ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
+                if constexpr (kHoist) {
+                    ptx::ldmatrix_x4_trans(b, stage_addr + v_off[np] + sl * 16 * D * 2);
+                } else {
+                    const int v_row = slice_row + lane % 8 + (lane / 8) % 2 * 8;
+                    const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
+                    ptx::ldmatrix_x4_trans(b,
+                                           ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
+                }
                 ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
                 ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
             }

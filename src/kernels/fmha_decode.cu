@@ -298,7 +298,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // Held in registers up to head_dim 128 (16 of them); larger head dims
     // have none to spare and compute them per tile (kernel notes d65).
     constexpr bool kHoist = D <= 128;
-    const uint32_t q_addr =
+    uint32_t q_addr =
         ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow + lane / 16 * 8);
     uint32_t k_off[kHoist ? D / 16 : 1];           // K, by k-step, slice 0
     uint32_t v_off[kHoist ? Cfg::kOTiles / 2 : 1];  // V, by pair of O tiles, slice 0
@@ -314,9 +314,21 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                                                           (d_part * Cfg::kDv + np * 16) / 8 +
                                                               lane / 16));
     }
+    // ptxas rebuilds loop-invariant offsets from the thread index in every
+    // iteration (~25 instructions a tile) rather than keep them; made
+    // loop-carried they stay in registers. Not on the shallow tile: it runs 4
+    // CTAs per SM at exactly 128 registers, and kept offsets take 154.
+    constexpr bool kKeepOffsets = kHoist && kKv != DecodeKv::kDenseShallow;
     const uint32_t kv_addr0 = ptx::smem_addr(sKV);
     int stage = 0;  // i % kStages, kept without a division
     for (int i = 0; i < num_tiles; ++i) {
+        if constexpr (kKeepOffsets) {
+            ptx::keep_in_register(q_addr);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) ptx::keep_in_register(k_off[kk]);
+#pragma unroll
+            for (int np = 0; np < Cfg::kOTiles / 2; ++np) ptx::keep_in_register(v_off[np]);
+        }
         const uint32_t stage_addr = kv_addr0 + stage * (2 * BN * D * 2);
         const int refill_stage = stage == 0 ? kStages - 1 : stage - 1;  // (i + kStages - 1) % kStages
         stage = stage == kStages - 1 ? 0 : stage + 1;

@@ -38,6 +38,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                  : "r"(addr));
 }
 
+// An empty asm that may change `r`: called in a loop, it makes `r` loop-carried,
+// so ptxas keeps it in a register instead of rebuilding it each iteration.
+__device__ __forceinline__ void keep_in_register(uint32_t &r) { asm volatile("" : "+r"(r)); }
+
 // D = A * B + D, A 16x16 row-major, B 16x8 column-major, fp32 accumulate.
 template <bool kBf16>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,

@@ -292,12 +292,11 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     const int row_pos[2] = {packed_row(m_tile, g, kv_head, group).pos,
                             packed_row(m_tile, g + 8, kv_head, group).pos};
 
-    // Shared-memory byte offsets of this lane's ldmatrix rows, computed once:
-    // the XOR key of decode_kv_offset is the same for every slice and stage
-    // (a function of lane % 8), so a tile only adds its stage's address.
-    // Held in registers up to head_dim 128 (16 of them); larger head dims
-    // have none to spare and compute them per tile (kernel notes d65).
-    constexpr bool kHoist = D <= 128;
+    // Shared-memory byte offsets of this lane's ldmatrix rows, computed once
+    // where the tile traits allow: the XOR key of decode_kv_offset is the same
+    // for every slice and stage (a function of lane % 8), so a tile only adds
+    // its stage's address.
+    constexpr bool kHoist = decode_hoist_lane_offsets(D);
     uint32_t q_addr =
         ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow + lane / 16 * 8);
     uint32_t k_off[kHoist ? D / 16 : 1];           // K, by k-step, slice 0
@@ -315,10 +314,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                                                               lane / 16));
     }
     // ptxas rebuilds loop-invariant offsets from the thread index in every
-    // iteration (~25 instructions a tile) rather than keep them; made
-    // loop-carried they stay in registers. Not on the shallow tile: it runs 4
-    // CTAs per SM at exactly 128 registers, and kept offsets take 154.
-    constexpr bool kKeepOffsets = kHoist && kKv != DecodeKv::kDenseShallow;
+    // iteration rather than keep them; made loop-carried (keep_in_register at
+    // the top of each tile) they stay in registers.
+    constexpr bool kKeepOffsets = decode_keep_lane_offsets(D, kKv);
     const uint32_t kv_addr0 = ptx::smem_addr(sKV);
     int stage = 0;  // i % kStages, kept without a division
     for (int i = 0; i < num_tiles; ++i) {

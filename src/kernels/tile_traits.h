@@ -336,6 +336,20 @@ FMHA_HOST_DEVICE constexpr bool decode_refill_after_compute(int head_dim, Decode
     return kv == DecodeKv::kPaged && head_dim == 128;
 }
 
+// Where the lane's ldmatrix byte offsets (Q, and K and V per k-step and O
+// tile pair: 16 registers at head_dim 128) are computed once before the key
+// loop instead of per tile: up to head_dim 128; larger head dims have no
+// registers to spare (246 at hd256 and hd512) (kernel-notes d65).
+FMHA_HOST_DEVICE constexpr bool decode_hoist_lane_offsets(int head_dim) { return head_dim <= 128; }
+
+// Where those offsets are also pinned in registers across tiles (ptxas would
+// otherwise rebuild them from the thread index every tile; kernel-notes d66).
+// Not on the shallow tile: it runs 4 CTAs per SM at exactly 128 registers,
+// and pinned offsets take 154.
+FMHA_HOST_DEVICE constexpr bool decode_keep_lane_offsets(int head_dim, DecodeKv kv) {
+    return decode_hoist_lane_offsets(head_dim) && kv != DecodeKv::kDenseShallow;
+}
+
 FMHA_HOST_DEVICE constexpr int decode_threads(int head_dim, DecodeKv kv) {
     return 32 * decode_tile(head_dim, kv).warps;
 }

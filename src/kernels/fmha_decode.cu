@@ -327,7 +327,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 #pragma unroll
             for (int np = 0; np < Cfg::kOTiles / 2; ++np) ptx::keep_in_register(v_off[np]);
         }
-        const uint32_t stage_addr = kv_addr0 + stage * (2 * BN * D * 2);
+        const int cur_stage = stage;  // tile i's
+        const uint32_t stage_addr = kv_addr0 + cur_stage * (2 * BN * D * 2);
         const int refill_stage = stage == 0 ? kStages - 1 : stage - 1;  // (i + kStages - 1) % kStages
         stage = stage == kStages - 1 ? 0 : stage + 1;
         if constexpr (Cfg::kRefillAfterCompute) {
@@ -339,7 +340,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             refill(i + kStages - 1, refill_stage);
         }
 
-        const T *sK = sKV + (i % kStages) * 2 * BN * D;
+        const T *sK = sKV + cur_stage * 2 * BN * D;
         const T *sV = sK + BN * D;
         // The warp's slices of this tile, one after the other (online softmax
         // state carried across them).
@@ -449,8 +450,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             }
         }
         if constexpr (Cfg::kRefillAfterCompute) {
-            __syncthreads();  // every warp is done with stage i % kStages: refill it now
-            refill(i + kStages, i % kStages);
+            __syncthreads();  // every warp is done with tile i's stage: refill it now
+            refill(i + kStages, cur_stage);
         }
     }
 

@@ -31,6 +31,24 @@ const char *paired_kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) 
     return bf16 ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_paired_fp16_hd64";
 }
 
+// The entry points that put the keys on the MMA's M side (see keys_on_m):
+// hd128 on the usual, narrow and paged tiles, and paired hd64 (read as hd128).
+const char *keys_on_m_kernel_name(fmha_dtype dtype, DecodeKv kv, bool paired) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    if (paired)
+        return kv == DecodeKv::kDense
+                   ? (bf16 ? "fmha_decode_paired_r8_bf16_hd64" : "fmha_decode_paired_r8_fp16_hd64")
+                   : nullptr;
+    switch (kv) {
+    case DecodeKv::kDense: return bf16 ? "fmha_decode_r8_bf16_hd128" : "fmha_decode_r8_fp16_hd128";
+    case DecodeKv::kDenseNarrow:
+        return bf16 ? "fmha_decode_narrow_r8_bf16_hd128" : "fmha_decode_narrow_r8_fp16_hd128";
+    case DecodeKv::kPaged:
+        return bf16 ? "fmha_decode_paged_r8_bf16_hd128" : "fmha_decode_paged_r8_fp16_hd128";
+    default: return nullptr;
+    }
+}
+
 const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
     const bool bf16 = dtype == FMHA_DTYPE_BF16;
     if (kv == DecodeKv::kPagedWide)  // hd64 only (tile_traits.h)
@@ -62,6 +80,22 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
 }
 
 int64_t group_size(const Problem &p) { return p.num_q_heads / p.num_kv_heads; }
+
+// With at most this many query rows per KV head (query positions x the
+// group), the hd128 tiles (paired hd64 too) run with the keys on the MMA's M
+// side (16 keys x 8 rows per MMA instead of 16 rows x 8 keys): half the MMAs
+// and half of O's accumulators of the 16-row form, whose rows past 8 would
+// be padding. On the H200 0.3-0.8% faster on the serving benchmark's T=1
+// rows (kernel-notes d67); measured there only, so other devices keep the
+// 16-row form. `streamed`: the problem as the kernel streams it (paired:
+// paired_view).
+constexpr int64_t kKeysOnMRows = 8;
+
+bool keys_on_m(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bool paired) {
+    return dev.sm == 90 && streamed.head_dim == 128 &&
+           streamed.seqlen_q * group_size(streamed) <= kKeysOnMRows &&
+           (kv == DecodeKv::kDense || (!paired && (kv == DecodeKv::kDenseNarrow || kv == DecodeKv::kPaged)));
+}
 
 int64_t m_tiles(const Problem &p) {
     return (p.seqlen_q * group_size(p) + kDecodeRows - 1) / kDecodeRows;
@@ -393,8 +427,9 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.decode.k_head_stride = streamed.k.head;
     c.decode.v_head_stride = streamed.v.head;
     const int sd = static_cast<int>(streamed.head_dim);
-    c.kernel_name = !paired ? kernel_name(p.dtype, p.head_dim, kv)
-                            : paired_kernel_name(p.dtype, p.head_dim, kv);
+    c.kernel_name = keys_on_m(streamed, dev, kv, paired) ? keys_on_m_kernel_name(p.dtype, kv, paired)
+                    : paired                        ? paired_kernel_name(p.dtype, p.head_dim, kv)
+                                                    : kernel_name(p.dtype, p.head_dim, kv);
     c.tile_m = kDecodeRows;
     c.tile_n = decode_tile(sd, kv).block_n;
     c.threads = decode_threads(sd, kv);

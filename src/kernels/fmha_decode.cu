@@ -12,6 +12,9 @@
 // stream through a multi-stage
 // cp.async pipeline (stage rows: see decode_kv_offset in tile_traits.h).
 // At the end the warps' softmax states are merged in shared memory.
+// CTAs of at most 8 query rows (the `_r8` entry points) run the MMAs
+// transposed, the 16 keys of a slice on M and the rows on N = 8: half the
+// MMAs of 16 rows (keys_on_m_slice).
 //
 // Paired heads (the `_paired` hd64 and hd96 entry points): two KV heads whose
 // rows lie side by side in memory ([.., head, dim] with head stride = dim)
@@ -69,9 +72,11 @@ __device__ __forceinline__ PackedRow packed_row(int m_tile, int r, int kv_head, 
 // Paired heads: which half of the 128 columns query row `head` uses.
 __device__ __forceinline__ int paired_half(int head, int group) { return head % group >= group / 2; }
 
-template <bool kBf16, int D, DecodeKv kKv, bool kPaired = false>
+template <bool kBf16, int D, DecodeKv kKv, bool kPaired = false, bool kKeysOnM = false>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
     using Cfg = Config<D, kKv>;
+    static_assert(!kKeysOnM || decode_hoist_lane_offsets(D),
+                  "keys on M uses the hoisted lane offsets (head_dim <= 128)");
     static_assert(!kPaired || (D == 128 && kKv == DecodeKv::kDense) ||
                       (D == 192 && (kKv == DecodeKv::kDense || kKv == DecodeKv::kDenseShallow)),
                   "paired hd64 / hd96 heads read as hd128 / hd192");
@@ -284,13 +289,39 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             });
     }
 
-    float acc[Cfg::kOTiles][4];
+    // Keys on M (at most 8 query rows, kernel-notes d67): the MMAs run
+    // transposed, S^T = K Q^T and O^T += V^T P^T, so a 16-key slice is the
+    // M side and the query rows are N = 8 (instead of M = 16 with 8 keys on
+    // N): half the MMAs and half of O's accumulators. Q's fragments (the B
+    // operand of every k-step) are loaded once, after Q's copy group lands.
+    uint32_t q_frag[kKeysOnM ? D / 16 : 1][2];
+    if constexpr (kKeysOnM) {
+        ptx::cp_async_wait<Cfg::kRefillAfterCompute ? kStages - 1 : kStages - 2>();
+        __syncthreads();
 #pragma unroll
-    for (int i = 0; i < Cfg::kOTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+        for (int kk = 0; kk < D / 16; kk += 2) {  // rows 0-7, 32 columns per ldmatrix.x4
+            uint32_t f[4];
+            ptx::ldmatrix_x4(f, ptx::smem_addr(sQ + (lane % 8) * kRow + (kk * 2 + lane / 8) * 8));
+            q_frag[kk][0] = f[0];
+            q_frag[kk][1] = f[1];
+            q_frag[kk + 1][0] = f[2];
+            q_frag[kk + 1][1] = f[3];
+        }
+    }
+
+    // O's accumulators: 16x8 tiles of O (rows g, g + 8; columns 2t, 2t + 1),
+    // or with keys on M of O^T (columns g, g + 8; rows 2t, 2t + 1).
+    constexpr int kAccTiles = kKeysOnM ? Cfg::kDv / 16 : Cfg::kOTiles;
+    float acc[kAccTiles][4];
+#pragma unroll
+    for (int i = 0; i < kAccTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    // The lane's two query rows: g and g + 8, or with keys on M 2t and 2t + 1.
+    const int lane_row0 = kKeysOnM ? 2 * t : g;
+    const int lane_row1 = kKeysOnM ? 2 * t + 1 : g + 8;
     float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F};  // raw score maximum
     float row_sum[2] = {0.f, 0.f};
-    const int row_pos[2] = {packed_row(m_tile, g, kv_head, group).pos,
-                            packed_row(m_tile, g + 8, kv_head, group).pos};
+    const int row_pos[2] = {packed_row(m_tile, lane_row0, kv_head, group).pos,
+                            packed_row(m_tile, lane_row1, kv_head, group).pos};
 
     // Shared-memory byte offsets of this lane's ldmatrix rows, computed once
     // where the tile traits allow: the XOR key of decode_kv_offset is the same
@@ -318,10 +349,83 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // the top of each tile) they stay in registers.
     constexpr bool kKeepOffsets = decode_keep_lane_offsets(D, kKv);
     const uint32_t kv_addr0 = ptx::smem_addr(sKV);
+
+    // One 16-key slice with keys on M. `slice_addr`: the slice's K rows in
+    // the stage (V at the same offsets plus v_off's); `key_base`: its first key.
+    auto keys_on_m_slice = [&](auto slice_addr, int key_base) {  // generic: only built if used
+        // S^T, keys g and g + 8 (elements 0-1, 2-3) x query rows 2t, 2t + 1:
+        // even and odd k-steps accumulate apart, halving the dependent chain.
+        float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t f[4];  // (keys 0-7, 8-15) x (columns 0-7, 8-15) as ldmatrix lays them out
+            ptx::ldmatrix_x4(f, slice_addr + k_off[kk]);
+            const uint32_t a[4] = {f[0], f[2], f[1], f[3]};
+            ptx::mma_16816<kBf16>(c[kk % 2], a, q_frag[kk][0], q_frag[kk][1]);
+        }
+        float s[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[e] = c[0][e] + c[1][e];
+        if (p.softcap > 0.f) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[e] = p.softcap * ptx::tanh_approx(s[e] * p.softcap_scale);
+        }
+        const bool crosses_end = key_base + 16 > n_end;
+        const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
+        const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
+        if (crosses_end || crosses_hi || crosses_lo) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = key_base + g + 8 * (e / 2);
+                if (col >= n_end || !seq.visible(row_pos[e % 2], col)) s[e] = -CUDART_INF_F;
+            }
+        }
+        // Online softmax: a row's keys lie across the 8 lanes of equal t.
+        float alpha[2], m_scaled[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = fmaxf(row_max[r], fmaxf(s[r], s[r + 2]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+            m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+            alpha[r] =
+                mx == row_max[r] ? 1.f : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
+            row_max[r] = mx;
+            row_sum[r] *= alpha[r];
+        }
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int mt = 0; mt < kAccTiles; ++mt) {
+                acc[mt][0] *= alpha[0];
+                acc[mt][1] *= alpha[1];
+                acc[mt][2] *= alpha[0];
+                acc[mt][3] *= alpha[1];
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            s[e] = ptx::exp2_approx(fmaf(s[e], p.scale_log2, -m_scaled[e % 2]));
+            row_sum[e % 2] += s[e];
+        }
+        // P^T as the B operand (lane: keys 2t, 2t + 1 of row g): movmatrix
+        // transposes the (key, row) fragments of S^T into it.
+        const uint32_t b0 = ptx::movmatrix_trans(Elem<kBf16>::pack(s[0], s[1]));  // keys 0-7
+        const uint32_t b1 = ptx::movmatrix_trans(Elem<kBf16>::pack(s[2], s[3]));  // keys 8-15
+        // O^T += V^T P^T, 16 of the warp's columns per MMA.
+#pragma unroll
+        for (int mt = 0; mt < kAccTiles; ++mt) {
+            uint32_t f[4];  // (keys 0-7, 8-15) x (columns 0-7, 8-15), transposed
+            ptx::ldmatrix_x4_trans(f, slice_addr + v_off[mt]);
+            const uint32_t a[4] = {f[0], f[2], f[1], f[3]};
+            ptx::mma_16816<kBf16>(acc[mt], a, b0, b1);
+        }
+    };
+
     int stage = 0;  // i % kStages, kept without a division
     for (int i = 0; i < num_tiles; ++i) {
         if constexpr (kKeepOffsets) {
-            ptx::keep_in_register(q_addr);
+            if constexpr (!kKeysOnM) ptx::keep_in_register(q_addr);
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) ptx::keep_in_register(k_off[kk]);
 #pragma unroll
@@ -348,105 +452,108 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         for (int sl = 0; sl < Cfg::kSlices; ++sl) {
             const int slice_row = (key_group * Cfg::kSlices + sl) * 16;  // first row in the stage
             const int key_base = key0 + i * BN + slice_row;  // this slice's 16 keys
-
-            float s[2][4];
+            if constexpr (kKeysOnM) {
+                keys_on_m_slice(stage_addr + sl * 16 * D * 2, key_base);
+            } else {
+                float s[2][4];
 #pragma unroll
-            for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+                for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t a[4], b[4];
-                if constexpr (kHoist) {
-                    ptx::ldmatrix_x4(a, q_addr + kk * 32);
-                    ptx::ldmatrix_x4(b, stage_addr + k_off[kk] + sl * 16 * D * 2);
-                } else {
-                    ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
-                                                       kk * 16 + lane / 16 * 8));
-                    const int k_row = slice_row + lane % 8 + lane / 16 * 8;
-                    const int k_chunk = kk * 2 + (lane / 8) % 2;
-                    ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
-                }
-                ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
-                ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
-            }
-
-            if (p.softcap > 0.f) {
-#pragma unroll
-                for (int n = 0; n < 2; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        s[n][e] = p.softcap * ptx::tanh_approx(s[n][e] * p.softcap_scale);
-            }
-            // Mask only slices that cross the key end, the diagonal or a window edge.
-            const bool crosses_end = key_base + 16 > n_end;
-            const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
-            const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
-            if (crosses_end || crosses_hi || crosses_lo) {
-#pragma unroll
-                for (int n = 0; n < 2; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int col = key_base + n * 8 + 2 * t + (e & 1);
-                        if (col >= n_end || !seq.visible(row_pos[e / 2], col))
-                            s[n][e] = -CUDART_INF_F;
+                for (int kk = 0; kk < D / 16; ++kk) {
+                    uint32_t a[4], b[4];
+                    if constexpr (kHoist) {
+                        ptx::ldmatrix_x4(a, q_addr + kk * 32);
+                        ptx::ldmatrix_x4(b, stage_addr + k_off[kk] + sl * 16 * D * 2);
+                    } else {
+                        ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (lane % 8 + (lane / 8) % 2 * 8) * kRow +
+                                                           kk * 16 + lane / 16 * 8));
+                        const int k_row = slice_row + lane % 8 + lane / 16 * 8;
+                        const int k_chunk = kk * 2 + (lane / 8) % 2;
+                        ptx::ldmatrix_x4(b, ptx::smem_addr(sK + decode_kv_offset<D>(k_row, k_chunk)));
                     }
-            }
-
-            // Online softmax over the slice's keys: rows g and g + 8, 4 lanes per row.
-            // O is rescaled only when some row of the warp has a new maximum
-            // (alpha is then exactly 1 for the others: skipping is exact).
-            float alpha[2], m_scaled[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
-                                                    fmaxf(s[1][2 * r], s[1][2 * r + 1])));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-                alpha[r] = mx == row_max[r]
-                               ? 1.f
-                               : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
-                row_max[r] = mx;
-                row_sum[r] *= alpha[r];
-            }
-            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-                for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
-                    acc[nt][0] *= alpha[0];
-                    acc[nt][1] *= alpha[0];
-                    acc[nt][2] *= alpha[1];
-                    acc[nt][3] *= alpha[1];
+                    ptx::mma_16816<kBf16>(s[0], a, b[0], b[1]);
+                    ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
                 }
-            }
+
+                if (p.softcap > 0.f) {
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
+                    for (int n = 0; n < 2; ++n)
 #pragma unroll
-                for (int n = 0; n < 2; ++n)
+                        for (int e = 0; e < 4; ++e)
+                            s[n][e] = p.softcap * ptx::tanh_approx(s[n][e] * p.softcap_scale);
+                }
+                // Mask only slices that cross the key end, the diagonal or a window edge.
+                const bool crosses_end = key_base + 16 > n_end;
+                const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
+                const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
+                if (crosses_end || crosses_hi || crosses_lo) {
 #pragma unroll
-                    for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                        s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled[r]));
-                        row_sum[r] += s[n][e];
+                    for (int n = 0; n < 2; ++n)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int col = key_base + n * 8 + 2 * t + (e & 1);
+                            if (col >= n_end || !seq.visible(row_pos[e / 2], col))
+                                s[n][e] = -CUDART_INF_F;
+                        }
+                }
+
+                // Online softmax over the slice's keys: rows g and g + 8, 4 lanes per row.
+                // O is rescaled only when some row of the warp has a new maximum
+                // (alpha is then exactly 1 for the others: skipping is exact).
+                float alpha[2], m_scaled[2];
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
+                                                        fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+                    alpha[r] = mx == row_max[r]
+                                   ? 1.f
+                                   : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
+                    row_max[r] = mx;
+                    row_sum[r] *= alpha[r];
+                }
+                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                    for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
+                        acc[nt][0] *= alpha[0];
+                        acc[nt][1] *= alpha[0];
+                        acc[nt][2] *= alpha[1];
+                        acc[nt][3] *= alpha[1];
                     }
-            }
-
-            // O += P V over the slice's 16 keys and the warp's columns of O.
-            uint32_t a[4];
-            a[0] = Elem<kBf16>::pack(s[0][0], s[0][1]);
-            a[1] = Elem<kBf16>::pack(s[0][2], s[0][3]);
-            a[2] = Elem<kBf16>::pack(s[1][0], s[1][1]);
-            a[3] = Elem<kBf16>::pack(s[1][2], s[1][3]);
-#pragma unroll
-            for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
-                uint32_t b[4];
-                if constexpr (kHoist) {
-                    ptx::ldmatrix_x4_trans(b, stage_addr + v_off[np] + sl * 16 * D * 2);
-                } else {
-                    const int v_row = slice_row + lane % 8 + (lane / 8) % 2 * 8;
-                    const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
-                    ptx::ldmatrix_x4_trans(b,
-                                           ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
                 }
-                ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
-                ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+#pragma unroll
+                    for (int n = 0; n < 2; ++n)
+#pragma unroll
+                        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                            s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled[r]));
+                            row_sum[r] += s[n][e];
+                        }
+                }
+
+                // O += P V over the slice's 16 keys and the warp's columns of O.
+                uint32_t a[4];
+                a[0] = Elem<kBf16>::pack(s[0][0], s[0][1]);
+                a[1] = Elem<kBf16>::pack(s[0][2], s[0][3]);
+                a[2] = Elem<kBf16>::pack(s[1][0], s[1][1]);
+                a[3] = Elem<kBf16>::pack(s[1][2], s[1][3]);
+#pragma unroll
+                for (int np = 0; np < Cfg::kOTiles / 2; ++np) {
+                    uint32_t b[4];
+                    if constexpr (kHoist) {
+                        ptx::ldmatrix_x4_trans(b, stage_addr + v_off[np] + sl * 16 * D * 2);
+                    } else {
+                        const int v_row = slice_row + lane % 8 + (lane / 8) % 2 * 8;
+                        const int v_chunk = (d_part * Cfg::kDv + np * 16) / 8 + lane / 16;
+                        ptx::ldmatrix_x4_trans(b,
+                                               ptx::smem_addr(sV + decode_kv_offset<D>(v_row, v_chunk)));
+                    }
+                    ptx::mma_16816<kBf16>(acc[2 * np], a, b[0], b[1]);
+                    ptx::mma_16816<kBf16>(acc[2 * np + 1], a, b[2], b[3]);
+                }
             }
         }
         if constexpr (Cfg::kRefillAfterCompute) {
@@ -466,19 +573,36 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float sum = row_sum[r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const int row = g + 8 * r;
-        if (d_part == 0 && t == 0) {
+        if constexpr (kKeysOnM) {  // the row's 8 lanes of equal t
+            sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+        } else {  // the row's 4 lanes of equal g
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        }
+        // Keys on M leaves rows 8-15 unwritten: launch_decode.cpp gives those
+        // entry points at most 8 rows per KV head, so they hold no query and
+        // the loop below never reads them.
+        const int row = r == 0 ? lane_row0 : lane_row1;
+        if (d_part == 0 && (kKeysOnM ? g : t) == 0) {
             red_m[key_group * Cfg::BM + row] =
                 sum > 0.f ? row_max[r] * p.scale_log2 : -CUDART_INF_F;
             red_l[key_group * Cfg::BM + row] = sum;
         }
         float *o_row = red_o + (key_group * Cfg::BM + row) * D + d_part * Cfg::kDv;
+        if constexpr (kKeysOnM) {
 #pragma unroll
-        for (int nt = 0; nt < Cfg::kOTiles; ++nt)
-            *reinterpret_cast<float2 *>(o_row + nt * 8 + 2 * t) =
-                make_float2(acc[nt][2 * r], acc[nt][2 * r + 1]);
+            for (int mt = 0; mt < kAccTiles; ++mt) {
+                o_row[mt * 16 + g] = acc[mt][r];
+                o_row[mt * 16 + g + 8] = acc[mt][r + 2];
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < Cfg::kOTiles; ++nt)
+                *reinterpret_cast<float2 *>(o_row + nt * 8 + 2 * t) =
+                    make_float2(acc[nt][2 * r], acc[nt][2 * r + 1]);
+        }
     }
     __syncthreads();
 
@@ -591,6 +715,27 @@ FMHA_DECODE_ENTRY(fmha_decode_narrow_fp16_hd128, false, 128, fmha::DecodeKv::kDe
 // Dense hd96 on the shallow tile (tile_traits.h; launch_decode.cpp chooses).
 FMHA_DECODE_ENTRY(fmha_decode_shallow_bf16_hd96, true, 96, fmha::DecodeKv::kDenseShallow)
 FMHA_DECODE_ENTRY(fmha_decode_shallow_fp16_hd96, false, 96, fmha::DecodeKv::kDenseShallow)
+// Keys on M for grids of at most 8 query rows per KV head (launch_decode.cpp
+// chooses; kernel-notes d67).
+#define FMHA_DECODE_KEYS_ON_M_ENTRY(name, bf16, d, kv)                                 \
+    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, kv))          \
+        name(const fmha::DecodeParams p) {                                             \
+        fmha::decode::decode<bf16, d, kv, false, true>(p);                             \
+    }
+FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_r8_bf16_hd128, true, 128, fmha::DecodeKv::kDense)
+FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_r8_fp16_hd128, false, 128, fmha::DecodeKv::kDense)
+FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_narrow_r8_bf16_hd128, true, 128, fmha::DecodeKv::kDenseNarrow)
+FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_narrow_r8_fp16_hd128, false, 128, fmha::DecodeKv::kDenseNarrow)
+FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_paged_r8_bf16_hd128, true, 128, fmha::DecodeKv::kPaged)
+FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_paged_r8_fp16_hd128, false, 128, fmha::DecodeKv::kPaged)
+#define FMHA_DECODE_PAIRED_KEYS_ON_M_ENTRY(name, bf16, d)                              \
+    extern "C" __global__ void                                                         \
+    __launch_bounds__(fmha::decode_threads(2 * d, fmha::DecodeKv::kDense))             \
+        name(const fmha::DecodeParams p) {                                             \
+        fmha::decode::decode<bf16, 2 * d, fmha::DecodeKv::kDense, true, true>(p);      \
+    }
+FMHA_DECODE_PAIRED_KEYS_ON_M_ENTRY(fmha_decode_paired_r8_bf16_hd64, true, 64)
+FMHA_DECODE_PAIRED_KEYS_ON_M_ENTRY(fmha_decode_paired_r8_fp16_hd64, false, 64)
 // Paged hd64 on 128-key tiles (tile_traits.h).
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)

@@ -339,7 +339,7 @@ FMHA_HOST_DEVICE constexpr bool decode_refill_after_compute(int head_dim, Decode
 // Where the lane's ldmatrix byte offsets (Q, and K and V per k-step and O
 // tile pair: 16 registers at head_dim 128) are computed once before the key
 // loop instead of per tile: up to head_dim 128; larger head dims have no
-// registers to spare (246 at hd256 and hd512) (kernel-notes d65).
+// registers to spare (250-254 at hd256 and hd512) (kernel-notes d65).
 FMHA_HOST_DEVICE constexpr bool decode_hoist_lane_offsets(int head_dim) { return head_dim <= 128; }
 
 // Where those offsets are also pinned in registers across tiles (ptxas would

@@ -196,6 +196,13 @@ fake_cuda_launch launch_as_planned(Fake &f, const fmha_plan_info &i) {
     return l;
 }
 
+// A decode entry point's name in its keys-on-M form (at most 8 query rows per
+// KV head on sm_90; launch_decode.cpp, keys_on_m): "_r8" before the dtype.
+std::string keys_on_m_name(const std::string &name) {
+    const size_t at = name.find(name.find("_bf16") != std::string::npos ? "_bf16" : "_fp16");
+    return name.substr(0, at) + "_r8" + name.substr(at);
+}
+
 std::string expected_portable_name(fmha_dtype dt, int64_t hd) {
     return std::string("fmha_fwd_portable_") + (dt == FMHA_DTYPE_BF16 ? "bf16" : "fp16") + "_hd" +
            std::to_string(hd);
@@ -1537,8 +1544,11 @@ TEST_CASE("fake driver: hd64 decode pairs KV heads only where they are adjacent 
         const fmha_plan_info i = info_of(plan.p);
         INFO("sm_" << r.sm << " Hq " << r.q_heads << " Hkv " << r.kv_heads << " T " << r.seqlen_q
                    << " layout " << int(r.layout) << ": " << i.kernel_name);
+        // A pair of at most 8 rows (both heads' groups) puts the keys on M.
+        const bool r8 = r.paired && 2 * (r.q_heads / r.kv_heads) * r.seqlen_q <= 8;
         CHECK(std::string(i.kernel_name) ==
-              (r.paired ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_bf16_hd64"));
+              (r8 ? "fmha_decode_paired_r8_bf16_hd64"
+                  : r.paired ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_bf16_hd64"));
         fmha_tensors t = fake_tensors();
         REQUIRE(fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
                 FMHA_STATUS_SUCCESS);
@@ -1592,8 +1602,10 @@ TEST_CASE("fake driver: hd64 pairs keep the unpaired grid under automatic splits
         const fmha_plan_info i = info_of(plan.p);
         INFO("B" << r.batch << " H" << r.q_heads << "/" << r.kv_heads << " S" << r.seqlen_k << ": "
                  << i.kernel_name << ", " << i.num_splits << " splits");
+        const bool r8 = r.paired && 2 * (r.q_heads / r.kv_heads) <= 8;  // T = 1
         CHECK(std::string(i.kernel_name) ==
-              (r.paired ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_bf16_hd64"));
+              (r8 ? "fmha_decode_paired_r8_bf16_hd64"
+                  : r.paired ? "fmha_decode_paired_bf16_hd64" : "fmha_decode_bf16_hd64"));
         CHECK(i.num_splits == r.splits);
     }
 }
@@ -1700,12 +1712,66 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
                    << i.num_splits << " splits");
         const std::string plain = std::string(r.paged ? "fmha_decode_paged_bf16_hd" : "fmha_decode_bf16_hd") +
                                   std::to_string(hd);
-        CHECK(std::string(i.kernel_name) == (r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain));
+        const std::string tile = r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain;
+        // 4 query heads per KV head x T <= 8 rows at hd128 on sm_90: keys on M.
+        const bool r8 = r.sm == 90 && hd == 128 && 4 * r.seqlen_q <= 8;
+        CHECK(std::string(i.kernel_name) == (r8 ? keys_on_m_name(tile) : tile));
         CHECK(i.tile_n == (r.narrow ? 32 : 64));
         CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
         // Q (16 rows of 136 elements), then 3 stages of 32 K and 32 V rows.
         if (r.narrow)
             check_decode_launch(f, plan.p, i, r.grid_ctas, 16 * 136 * 2 + 3 * 2 * 32 * 128 * 2);
+    }
+}
+
+// Decode grids of at most 8 query rows per KV head (positions x group) on
+// sm_90 put the keys on the MMA's M side: hd128 on its usual, narrow and paged
+// tiles, and paired hd64 (launch_decode.cpp, kernel-notes d67). 9 rows and
+// more, other head dims and other devices keep the 16-row form. The launch
+// keeps the tile's grid (one 16-row tile per KV head), threads and shared memory.
+TEST_CASE("fake driver: decode grids of at most 8 rows per KV head put the keys on M",
+          "[cpu][fake-driver][run][decode]") {
+    struct Row {
+        int sm;
+        int64_t q_heads, kv_heads, seqlen_q, head_dim;
+        bool paged;
+        const char *kernel;
+    };
+    const Row rows[] = {
+        {90, 32, 8, 1, 128, false, "fmha_decode_r8_bf16_hd128"},         // 4 rows
+        {90, 32, 8, 2, 128, false, "fmha_decode_r8_bf16_hd128"},         // 8 rows
+        {90, 32, 8, 3, 128, false, "fmha_decode_bf16_hd128"},            // 12 rows
+        {90, 64, 8, 1, 128, false, "fmha_decode_r8_bf16_hd128"},         // group 8
+        {90, 72, 8, 1, 128, false, "fmha_decode_bf16_hd128"},            // group 9
+        {90, 8, 8, 8, 128, false, "fmha_decode_r8_bf16_hd128"},          // MHA, 8 positions
+        {90, 32, 8, 1, 128, true, "fmha_decode_paged_r8_bf16_hd128"},
+        {90, 32, 8, 3, 128, true, "fmha_decode_paged_bf16_hd128"},
+        {90, 32, 8, 1, 256, false, "fmha_decode_bf16_hd256"},
+        {90, 32, 8, 1, 96, true, "fmha_decode_paged_bf16_hd96"},
+        {90, 32, 8, 1, 64, true, "fmha_decode_paged_wide_bf16_hd64"},    // unpaired hd64
+        {80, 32, 8, 1, 128, false, "fmha_decode_bf16_hd128"},
+        {80, 32, 8, 1, 128, true, "fmha_decode_paged_bf16_hd128"},
+    };
+    for (const Row &r : rows) {
+        if (!embeds(r.sm)) continue;
+        Fake &f = fresh_fake(r.sm);
+        fmha_descriptor d = decode_row_desc(4, r.q_heads, r.kv_heads, r.seqlen_q, 4096, r.head_dim, r.paged);
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = 1;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm_" << r.sm << " H" << r.q_heads << "/" << r.kv_heads << " T" << r.seqlen_q << " hd"
+                   << r.head_dim << (r.paged ? " paged" : "") << ": " << i.kernel_name);
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        if (r.paged) continue;  // (fake_tensors has no block table)
+        fake_cuda_launch l;
+        REQUIRE(run_decode_plan(f, plan.p, i, fake_tensors(), &l));
+        CHECK(l.grid[0] * l.grid[1] * l.grid[2] ==
+              unsigned(4 * r.kv_heads * ((r.q_heads / r.kv_heads * r.seqlen_q + 15) / 16)));
+        CHECK(l.shared_bytes == unsigned(i.shared_memory_bytes));
+        if (r.head_dim == 128 && !r.paged)  // Q (16 rows of 136), 3 stages of 64 K and 64 V rows
+            CHECK(l.shared_bytes == unsigned(16 * 136 * 2 + 3 * 2 * 64 * 128 * 2));
     }
 }
 
@@ -1738,7 +1804,7 @@ TEST_CASE("fake driver: dense hd96 decode takes the shallow tile for grids of 2-
         {90, 32, 8, 4096, 96, 0, false, plain, 256},
         {90, 40, 8, 4096, 96, 0, false, plain, 640},   // 2 automatic splits
         {90, 48, 8, 4096, 96, 1, true, "fmha_decode_paged_bf16_hd96", 384},
-        {90, 48, 8, 4096, 128, 1, false, "fmha_decode_narrow_bf16_hd128", 384},
+        {90, 48, 8, 4096, 128, 1, false, "fmha_decode_narrow_r8_bf16_hd128", 384},
         {80, 48, 8, 4096, 96, 1, false, plain, 384}};
     for (const Row &r : rows) {
         if (!embeds(r.sm)) continue;

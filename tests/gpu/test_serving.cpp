@@ -495,7 +495,7 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
     }
     // Both paged hd64 tiles ran (the 448-CTA case above; 114-132 SMs), the
     // `_paged16` and `_paired` hd64 cases took those entry points at every
-    // split count, and both paired hd96 tiles ran.
+    // split count, both paired hd96 tiles ran, and so did hd128's keys-on-M forms.
     if (current_device_sm() == 90 && !std::getenv("FMHA_TEST_CASE") && !st.aborted) {
         CHECK(st.kernels.count("fmha_decode_paged_bf16_hd64") == 1);
         CHECK(st.kernels.count("fmha_decode_paged_wide_bf16_hd64") == 1);
@@ -507,8 +507,12 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
             CHECK(runs_of("fmha_fwd_sm90_bf16_hd128_wide_paged16") >= 6);
             CHECK(runs_of("fmha_fwd_sm90_fp16_hd256_paged16") >= 6);
         }
-        CHECK(runs_of("fmha_decode_paired_bf16_hd64") >= 6);
+        // the bf16 pairs hold 8 query rows: keys on M; the fp16 ones 16
+        CHECK(runs_of("fmha_decode_paired_r8_bf16_hd64") >= 6);
         CHECK(runs_of("fmha_decode_paired_fp16_hd64") >= 6);
+        // keys on M on hd128's usual tile (the first case) and narrow one
+        CHECK(runs_of("fmha_decode_r8_bf16_hd128") >= 1);
+        CHECK(runs_of("fmha_decode_narrow_r8_fp16_hd128") >= 1);
         // hd96 pairs: the one-split runs of the hd96 cases (132 SMs)
         CHECK(runs_of("fmha_decode_paired_bf16_hd96") >= 1);
         CHECK(runs_of("fmha_decode_paired_shallow_fp16_hd96") >= 1);

@@ -1360,6 +1360,11 @@ std::vector<ServingCase> sanitize_suite() {
     v.push_back(serving_case(FMHA_DTYPE_BF16, 96, 32, 16)
                     .q({1, 1, 1}).k({700, 700, 700}).seqused({700, 333, 5})
                     .mask(kBottomRight).softcap(20.0f).splits(2));
+    // keys on M (at most 8 query rows per KV head, sm_90) over pages of 16:
+    // paged hd128, GQA 4 with 2 positions, 2 splits, a window and softcap
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .q({2, 2}).paged(16, {500, 200}).seqused({500, 131})
+                    .mask(kBottomRight).window(300).softcap(20.0f).splits(2));
     return seeded(v, 26000);
 }
 

@@ -1,5 +1,5 @@
-// Thin PTX wrappers for the sm_80+ warp-level path: cp.async, ldmatrix and
-// mma.sync m16n8k16. One instruction each, no logic.
+// Thin PTX wrappers for the sm_80+ warp-level path: cp.async, ldmatrix,
+// movmatrix and mma.sync m16n8k16. One instruction each, no logic.
 #pragma once
 #include <stdint.h>
 
@@ -36,6 +36,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+
+// The 8x8 16-bit matrix whose fragment the warp holds (lane l: row l / 4,
+// columns 2 (l % 4) and 2 (l % 4) + 1), transposed into the same layout.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+    uint32_t r;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+    return r;
 }
 
 // An empty asm that may change `r`: called in a loop, it makes `r` loop-carried,

@@ -350,6 +350,81 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     constexpr bool kKeepOffsets = decode_keep_lane_offsets(D, kKv);
     const uint32_t kv_addr0 = ptx::smem_addr(sKV);
 
+    // The lane's scores of a 16-key slice: kScores values. Score i belongs to
+    // the lane's row score_row(i) (0: lane_row0, 1: lane_row1) and to key
+    // score_key(i) of the slice. Rows on M: S's two 16x8 tiles, i = n * 4 + e
+    // (n: keys 0-7 or 8-15); keys on M: S^T's one 16x8 tile.
+    constexpr int kScores = kKeysOnM ? 4 : 8;
+    auto score_row = [](int i) { return kKeysOnM ? i % 2 : i % 4 / 2; };
+    auto score_key = [&](int i) { return kKeysOnM ? g + 8 * (i / 2) : i / 4 * 8 + 2 * t + (i & 1); };
+    // The lane's row that element e of an O accumulator tile belongs to.
+    auto acc_row = [](int e) { return kKeysOnM ? e % 2 : e / 2; };
+    // A row's maximum over the lanes holding its scores: the 4 of equal g,
+    // or with keys on M the 8 of equal t.
+    auto row_max_across_lanes = [](float x) {
+#pragma unroll
+        for (int m = kKeysOnM ? 4 : 1; m < (kKeysOnM ? 32 : 4); m *= 2)
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m));
+        return x;
+    };
+
+    // Softcap, mask and online softmax of one slice's scores (`score(i)`: a
+    // reference to score i; `key_base`: the slice's first key). Leaves P in
+    // the scores, O rescaled, and the rows' maxima and sums updated.
+    auto softmax_slice = [&](auto &&score, int key_base) {
+        if (p.softcap > 0.f) {
+#pragma unroll
+            for (int i = 0; i < kScores; ++i)
+                score(i) = p.softcap * ptx::tanh_approx(score(i) * p.softcap_scale);
+        }
+        // Mask only slices that cross the key end, the diagonal or a window edge.
+        const bool crosses_end = key_base + 16 > n_end;
+        const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
+        const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
+        if (crosses_end || crosses_hi || crosses_lo) {
+#pragma unroll
+            for (int i = 0; i < kScores; ++i) {
+                const int col = key_base + score_key(i);
+                if (col >= n_end || !seq.visible(row_pos[score_row(i)], col)) score(i) = -CUDART_INF_F;
+            }
+        }
+        // O is rescaled only when some row of the warp has a new maximum
+        // (alpha is then exactly 1 for the others: skipping is exact).
+        float alpha[2], m_scaled[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float v[kScores / 2];  // the row's scores, reduced pairwise
+            int n = 0;
+#pragma unroll
+            for (int i = 0; i < kScores; ++i)
+                if (score_row(i) == r) v[n++] = score(i);
+#pragma unroll
+            for (int w = 1; w < kScores / 2; w *= 2)
+#pragma unroll
+                for (int j = 0; j + w < kScores / 2; j += 2 * w) v[j] = fmaxf(v[j], v[j + w]);
+            const float mx = row_max_across_lanes(fmaxf(row_max[r], v[0]));
+            m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
+            alpha[r] =
+                mx == row_max[r] ? 1.f : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
+            row_max[r] = mx;
+            row_sum[r] *= alpha[r];
+        }
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int nt = 0; nt < kAccTiles; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[nt][e] *= alpha[acc_row(e)];
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int i = 0; i < kScores; ++i)
+                if (score_row(i) == r) {
+                    score(i) = ptx::exp2_approx(fmaf(score(i), p.scale_log2, -m_scaled[r]));
+                    row_sum[r] += score(i);
+                }
+    };
+
     // One 16-key slice with keys on M. `slice_addr`: the slice's K rows in
     // the stage (V at the same offsets plus v_off's); `key_base`: its first key.
     auto keys_on_m_slice = [&](auto slice_addr, int key_base) {  // generic: only built if used
@@ -366,48 +441,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         float s[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[e] = c[0][e] + c[1][e];
-        if (p.softcap > 0.f) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[e] = p.softcap * ptx::tanh_approx(s[e] * p.softcap_scale);
-        }
-        const bool crosses_end = key_base + 16 > n_end;
-        const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
-        const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
-        if (crosses_end || crosses_hi || crosses_lo) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int col = key_base + g + 8 * (e / 2);
-                if (col >= n_end || !seq.visible(row_pos[e % 2], col)) s[e] = -CUDART_INF_F;
-            }
-        }
-        // Online softmax: a row's keys lie across the 8 lanes of equal t.
-        float alpha[2], m_scaled[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = fmaxf(row_max[r], fmaxf(s[r], s[r + 2]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-            m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-            alpha[r] =
-                mx == row_max[r] ? 1.f : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
-            row_max[r] = mx;
-            row_sum[r] *= alpha[r];
-        }
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-            for (int mt = 0; mt < kAccTiles; ++mt) {
-                acc[mt][0] *= alpha[0];
-                acc[mt][1] *= alpha[1];
-                acc[mt][2] *= alpha[0];
-                acc[mt][3] *= alpha[1];
-            }
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            s[e] = ptx::exp2_approx(fmaf(s[e], p.scale_log2, -m_scaled[e % 2]));
-            row_sum[e % 2] += s[e];
-        }
+        softmax_slice([&](int i) -> float & { return s[i]; }, key_base);
         // P^T as the B operand (lane: keys 2t, 2t + 1 of row g): movmatrix
         // transposes the (key, row) fragments of S^T into it.
         const uint32_t b0 = ptx::movmatrix_trans(Elem<kBf16>::pack(s[0], s[1]));  // keys 0-7
@@ -475,64 +509,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                     ptx::mma_16816<kBf16>(s[1], a, b[2], b[3]);
                 }
 
-                if (p.softcap > 0.f) {
-#pragma unroll
-                    for (int n = 0; n < 2; ++n)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            s[n][e] = p.softcap * ptx::tanh_approx(s[n][e] * p.softcap_scale);
-                }
-                // Mask only slices that cross the key end, the diagonal or a window edge.
-                const bool crosses_end = key_base + 16 > n_end;
-                const bool crosses_hi = seq.has_hi && int64_t(key_base + 15) > pos_first + seq.hi;
-                const bool crosses_lo = seq.has_lo && int64_t(key_base) < int64_t(pos_last) + seq.lo;
-                if (crosses_end || crosses_hi || crosses_lo) {
-#pragma unroll
-                    for (int n = 0; n < 2; ++n)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int col = key_base + n * 8 + 2 * t + (e & 1);
-                            if (col >= n_end || !seq.visible(row_pos[e / 2], col))
-                                s[n][e] = -CUDART_INF_F;
-                        }
-                }
-
-                // Online softmax over the slice's keys: rows g and g + 8, 4 lanes per row.
-                // O is rescaled only when some row of the warp has a new maximum
-                // (alpha is then exactly 1 for the others: skipping is exact).
-                float alpha[2], m_scaled[2];
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float mx = fmaxf(row_max[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]),
-                                                        fmaxf(s[1][2 * r], s[1][2 * r + 1])));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    m_scaled[r] = mx == -CUDART_INF_F ? 0.f : mx * p.scale_log2;
-                    alpha[r] = mx == row_max[r]
-                                   ? 1.f
-                                   : ptx::exp2_approx(row_max[r] * p.scale_log2 - m_scaled[r]);
-                    row_max[r] = mx;
-                    row_sum[r] *= alpha[r];
-                }
-                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-                    for (int nt = 0; nt < Cfg::kOTiles; ++nt) {
-                        acc[nt][0] *= alpha[0];
-                        acc[nt][1] *= alpha[0];
-                        acc[nt][2] *= alpha[1];
-                        acc[nt][3] *= alpha[1];
-                    }
-                }
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-#pragma unroll
-                    for (int n = 0; n < 2; ++n)
-#pragma unroll
-                        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                            s[n][e] = ptx::exp2_approx(fmaf(s[n][e], p.scale_log2, -m_scaled[r]));
-                            row_sum[r] += s[n][e];
-                        }
-                }
+                softmax_slice([&](int i) -> float & { return s[i / 4][i % 4]; }, key_base);
 
                 // O += P V over the slice's 16 keys and the warp's columns of O.
                 uint32_t a[4];

@@ -654,14 +654,16 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 
 }  // namespace fmha::decode
 
-// Entry points, one per (dtype, head_dim, cache kind); named in
-// launch_decode.cpp. The paged ones differ only in their tile traits.
-#define FMHA_DECODE_ENTRY(name, bf16, d, kv)                                           \
+// Entry points, one per (dtype, head_dim, cache kind, form); named in
+// launch_decode.cpp. `d` is the head_dim streamed (paired heads: twice theirs).
+#define FMHA_DECODE_KERNEL(name, bf16, d, kv, paired, keys_on_m)                       \
     extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, kv))          \
         name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, d, kv>(p);                                          \
+        fmha::decode::decode<bf16, d, kv, paired, keys_on_m>(p);                       \
     }
+#define FMHA_DECODE_ENTRY(name, bf16, d, kv) FMHA_DECODE_KERNEL(name, bf16, d, kv, false, false)
 
+// The paged ones differ only in their tile traits.
 #define FMHA_DECODE_ENTRIES(d)                                                         \
     FMHA_DECODE_ENTRY(fmha_decode_bf16_hd##d, true, d, fmha::DecodeKv::kDense)         \
     FMHA_DECODE_ENTRY(fmha_decode_fp16_hd##d, false, d, fmha::DecodeKv::kDense)        \
@@ -675,11 +677,7 @@ FMHA_DECODE_ENTRIES(256)
 FMHA_DECODE_ENTRIES(512)
 // hd64 / hd96 KV heads read two at a time as one 128- / 192-column head;
 // paired hd96 on the 3-stage or the shallow tile (launch_decode.cpp chooses).
-#define FMHA_DECODE_PAIRED_ENTRY(name, bf16, d, kv)                                    \
-    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(2 * d, kv))      \
-        name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, 2 * d, kv, true>(p);                                \
-    }
+#define FMHA_DECODE_PAIRED_ENTRY(name, bf16, d, kv) FMHA_DECODE_KERNEL(name, bf16, 2 * d, kv, true, false)
 FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd64, true, 64, fmha::DecodeKv::kDense)
 FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_fp16_hd64, false, 64, fmha::DecodeKv::kDense)
 FMHA_DECODE_PAIRED_ENTRY(fmha_decode_paired_bf16_hd96, true, 96, fmha::DecodeKv::kDense)
@@ -692,27 +690,17 @@ FMHA_DECODE_ENTRY(fmha_decode_narrow_fp16_hd128, false, 128, fmha::DecodeKv::kDe
 // Dense hd96 on the shallow tile (tile_traits.h; launch_decode.cpp chooses).
 FMHA_DECODE_ENTRY(fmha_decode_shallow_bf16_hd96, true, 96, fmha::DecodeKv::kDenseShallow)
 FMHA_DECODE_ENTRY(fmha_decode_shallow_fp16_hd96, false, 96, fmha::DecodeKv::kDenseShallow)
+// Paged hd64 on 128-key tiles (tile_traits.h).
+FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
+FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)
 // Keys on M for grids of at most 8 query rows per KV head (launch_decode.cpp
-// chooses; kernel-notes d67).
-#define FMHA_DECODE_KEYS_ON_M_ENTRY(name, bf16, d, kv)                                 \
-    extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, kv))          \
-        name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, d, kv, false, true>(p);                             \
-    }
+// chooses; kernel-notes d67): hd128's three dense-or-paged tiles and paired hd64.
+#define FMHA_DECODE_KEYS_ON_M_ENTRY(name, bf16, d, kv) FMHA_DECODE_KERNEL(name, bf16, d, kv, false, true)
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_r8_bf16_hd128, true, 128, fmha::DecodeKv::kDense)
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_r8_fp16_hd128, false, 128, fmha::DecodeKv::kDense)
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_narrow_r8_bf16_hd128, true, 128, fmha::DecodeKv::kDenseNarrow)
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_narrow_r8_fp16_hd128, false, 128, fmha::DecodeKv::kDenseNarrow)
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_paged_r8_bf16_hd128, true, 128, fmha::DecodeKv::kPaged)
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_paged_r8_fp16_hd128, false, 128, fmha::DecodeKv::kPaged)
-#define FMHA_DECODE_PAIRED_KEYS_ON_M_ENTRY(name, bf16, d)                              \
-    extern "C" __global__ void                                                         \
-    __launch_bounds__(fmha::decode_threads(2 * d, fmha::DecodeKv::kDense))             \
-        name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, 2 * d, fmha::DecodeKv::kDense, true, true>(p);      \
-    }
-FMHA_DECODE_PAIRED_KEYS_ON_M_ENTRY(fmha_decode_paired_r8_bf16_hd64, true, 64)
-FMHA_DECODE_PAIRED_KEYS_ON_M_ENTRY(fmha_decode_paired_r8_fp16_hd64, false, 64)
-// Paged hd64 on 128-key tiles (tile_traits.h).
-FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
-FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)
+FMHA_DECODE_KERNEL(fmha_decode_paired_r8_bf16_hd64, true, 128, fmha::DecodeKv::kDense, true, true)
+FMHA_DECODE_KERNEL(fmha_decode_paired_r8_fp16_hd64, false, 128, fmha::DecodeKv::kDense, true, true)

@@ -85,10 +85,10 @@ int64_t group_size(const Problem &p) { return p.num_q_heads / p.num_kv_heads; }
 // group), the hd128 tiles (paired hd64 too) run with the keys on the MMA's M
 // side (16 keys x 8 rows per MMA instead of 16 rows x 8 keys): half the MMAs
 // and half of O's accumulators of the 16-row form, whose rows past 8 would
-// be padding. On the H200 0.3-0.8% faster on the serving benchmark's T=1
-// rows (kernel-notes d67); measured there only, so other devices keep the
-// 16-row form. `streamed`: the problem as the kernel streams it (paired:
-// paired_view).
+// be padding. On the H200 0.0-1.6% faster on the serving benchmark's T=1
+// rows (kernel-notes d67: the loop is bound by its softmax and barrier more
+// than by its MMAs); measured there only, so other devices keep the 16-row
+// form. `streamed`: the problem as the kernel streams it (paired: paired_view).
 constexpr int64_t kKeysOnMRows = 8;
 
 bool keys_on_m(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bool paired) {

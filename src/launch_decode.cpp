@@ -88,7 +88,9 @@ int64_t group_size(const Problem &p) { return p.num_q_heads / p.num_kv_heads; }
 // be padding. On the H200 0.0-1.6% faster on the serving benchmark's T=1
 // rows (kernel-notes d67: the loop is bound by its softmax and barrier more
 // than by its MMAs); measured there only, so other devices keep the 16-row
-// form. `streamed`: the problem as the kernel streams it (paired: paired_view).
+// form. The `_r8` kernels rely on the bound: they compute rows 0-7 of their
+// 16-row tile only. `streamed`: the problem as the kernel streams it
+// (paired: paired_view).
 constexpr int64_t kKeysOnMRows = 8;
 
 bool keys_on_m(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bool paired) {

@@ -72,16 +72,11 @@ static fmha_status launch_result(const Driver &drv, CUresult res, const char *ca
                 kernel_name, fmha_last_error_message());
 }
 
-fmha_status launch_dependent(const Driver &drv, bool dependent, CUfunction fn, unsigned grid_x,
-                             unsigned grid_y, unsigned grid_z, unsigned threads,
-                             unsigned smem_bytes, CUstream stream, void *params,
+// cuLaunchKernelEx with the given attributes.
+static fmha_status launch_ex(const Driver &drv, CUlaunchAttribute *attrs, unsigned num_attrs,
+                             CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                             unsigned threads, unsigned smem_bytes, CUstream stream, void *params,
                              const char *kernel_name) {
-    if (!dependent || drv.launch_kernel_ex == nullptr)
-        return launch(drv, fn, grid_x, grid_y, grid_z, threads, smem_bytes, stream, params,
-                      kernel_name);
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig config{};
     config.gridDimX = grid_x;
     config.gridDimY = grid_y;
@@ -90,11 +85,47 @@ fmha_status launch_dependent(const Driver &drv, bool dependent, CUfunction fn, u
     config.blockDimY = config.blockDimZ = 1;
     config.sharedMemBytes = smem_bytes;
     config.hStream = stream;
-    config.attrs = &attr;
-    config.numAttrs = 1;
+    config.attrs = attrs;
+    config.numAttrs = num_attrs;
     void *args[] = {params};
     return launch_result(drv, drv.launch_kernel_ex(&config, fn, args, nullptr),
                          "cuLaunchKernelEx", kernel_name);
+}
+
+static CUlaunchAttribute programmatic_serialization() {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    return attr;
+}
+
+fmha_status launch_dependent(const Driver &drv, bool dependent, CUfunction fn, unsigned grid_x,
+                             unsigned grid_y, unsigned grid_z, unsigned threads,
+                             unsigned smem_bytes, CUstream stream, void *params,
+                             const char *kernel_name) {
+    if (!dependent || drv.launch_kernel_ex == nullptr)
+        return launch(drv, fn, grid_x, grid_y, grid_z, threads, smem_bytes, stream, params,
+                      kernel_name);
+    CUlaunchAttribute attr = programmatic_serialization();
+    return launch_ex(drv, &attr, 1, fn, grid_x, grid_y, grid_z, threads, smem_bytes, stream,
+                     params, kernel_name);
+}
+
+fmha_status launch_in_clusters(const Driver &drv, bool dependent, unsigned cluster_x, CUfunction fn,
+                               unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
+                               unsigned smem_bytes, CUstream stream, void *params,
+                               const char *kernel_name) {
+    if (drv.launch_kernel_ex == nullptr)  // the plan chose clusters only with it
+        return fail(FMHA_STATUS_INTERNAL_ERROR, "launching %s in clusters: no cuLaunchKernelEx",
+                    kernel_name);
+    CUlaunchAttribute attrs[2] = {};
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[0].value.clusterDim.x = cluster_x;
+    attrs[0].value.clusterDim.y = 1;
+    attrs[0].value.clusterDim.z = 1;
+    if (dependent) attrs[1] = programmatic_serialization();
+    return launch_ex(drv, attrs, dependent ? 2 : 1, fn, grid_x, grid_y, grid_z, threads,
+                     smem_bytes, stream, params, kernel_name);
 }
 
 fmha_status launch(const Driver &drv, CUfunction fn, unsigned grid_x, unsigned grid_y,

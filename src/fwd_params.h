@@ -26,4 +26,12 @@ fmha_status launch_dependent(const Driver &drv, bool dependent, CUfunction fn, u
                              unsigned smem_bytes, CUstream stream, void *params,
                              const char *kernel_name);
 
+// As launch_dependent(), in clusters of `cluster_x` CTAs along x (grid_x a
+// multiple of it). Needs cuLaunchKernelEx (DeviceLimits::cluster_launch)
+// and a kernel compiled for sm_90+.
+fmha_status launch_in_clusters(const Driver &drv, bool dependent, unsigned cluster_x, CUfunction fn,
+                               unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
+                               unsigned smem_bytes, CUstream stream, void *params,
+                               const char *kernel_name);
+
 }  // namespace fmha

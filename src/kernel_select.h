@@ -45,6 +45,7 @@ struct DecodeSchedule {
     int32_t m_tiles = 0;         // 16-row tiles per (sequence, KV head)
     int64_t kv_heads = 0;        // KV heads the kernel sees
     int64_t k_head_stride = 0, v_head_stride = 0;  // elements
+    bool cluster_merge = false;  // two splits as clusters of two CTAs, no combine (d71)
 };
 
 struct KernelChoice {
@@ -71,6 +72,7 @@ struct DeviceLimits {
     int sm = 0;        // compute capability, major*10+minor
     int num_sms = 0;   // for split-KV and persistent grids
     int max_smem = 0;  // opt-in shared memory per block, bytes
+    bool cluster_launch = false;  // the driver launches thread-block clusters (cuLaunchKernelEx)
 };
 
 // The limits of an unseen device of compute capability `sm`: its

@@ -5,6 +5,7 @@
 
 #include "errors.h"
 #include "fwd_params.h"
+#include "images.h"
 #include "kernel_select.h"
 #include "kernels/params.h"
 #include "kernels/tile_traits.h"
@@ -97,6 +98,23 @@ bool keys_on_m(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bo
     return dev.sm == 90 && streamed.head_dim == 128 &&
            streamed.seqlen_q * group_size(streamed) <= kKeysOnMRows &&
            (kv == DecodeKv::kDense || (!paired && (kv == DecodeKv::kDenseNarrow || kv == DecodeKv::kPaged)));
+}
+
+// Two splits of a keys-on-M hd128 grid over a contiguous cache (the usual
+// 64-key tile) run as clusters of two CTAs that merge their states in
+// distributed shared memory: no partials in the workspace and no combine
+// launch (kernel-notes d71). On the H200 against the combine kernel, in three
+// calls alternating both libraries: B8 H32/8 S8192 75.6-76.5 -> 75.1-75.9 us,
+// B8 H64/8 S16384 132.8-135.4 -> 132.0-133.7 us (the decode kernel alone, no
+// merge at all: 74.6 and 132.1). Needs cluster launches and a decode image
+// compiled for sm_90+ (the cluster instructions); measured there only.
+bool cluster_merge(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bool paired,
+                   int splits) {
+    if (!keys_on_m(streamed, dev, kv, paired) || paired || kv != DecodeKv::kDense || splits != 2 ||
+        !dev.cluster_launch)
+        return false;
+    const EmbeddedImage *image = find_image("decode", dev.sm);
+    return image != nullptr && image->sm >= 90;
 }
 
 int64_t m_tiles(const Problem &p) {
@@ -329,6 +347,11 @@ fmha_status decode_launch(const fmha_plan &plan, const fmha_tensors &t, void *wo
     dp.num_splits = c.num_splits;
     dp.q_heads_per_kv = ds.q_heads_per_kv;
     dp.num_m_tiles = ds.m_tiles;
+    if (ds.cluster_merge)  // the two splits merge in shared memory: no partials, no combine
+        return launch_in_clusters(*plan.drv, plan.function_dependent, 2, plan.function,
+                                  c.num_splits, static_cast<unsigned>(ds.m_tiles * ds.kv_heads),
+                                  static_cast<unsigned>(p.batch), c.threads, c.smem_bytes, stream,
+                                  &dp, c.kernel_name);
     const SplitPartials parts = split_partials(p, c.num_splits, workspace);
     dp.partial_o = parts.o;
     dp.partial_lse = parts.lse;
@@ -438,8 +461,12 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.smem_bytes = decode_smem_bytes(sd, kv);  // checked against the device by select_kernel
     FMHA_TRY(check_split_kv(p, splits));
     c.num_splits = splits;
-    c.workspace_bytes = split_workspace(p, c.num_splits).total();  // partials per query head
-    if (c.num_splits > 1) {
+    c.decode.cluster_merge = cluster_merge(streamed, dev, kv, paired, splits);
+    if (c.decode.cluster_merge) {
+        c.kernel_name = p.dtype == FMHA_DTYPE_BF16 ? "fmha_decode_r8_cluster_bf16_hd128"
+                                                   : "fmha_decode_r8_cluster_fp16_hd128";
+    } else if (c.num_splits > 1) {
+        c.workspace_bytes = split_workspace(p, c.num_splits).total();  // partials per query head
         c.combine_team = combine_team(p.head_dim_v, c.num_splits);
         c.combine_kernel_name = split_combine_kernel_name(p.dtype, c.combine_team);
     }

@@ -36,11 +36,12 @@ namespace {
 
 // What kernel selection sees of a described device: the same limits for a
 // plan and for a support query of the current device, so that both agree.
-DeviceLimits limits_of(const DeviceContext &dc) {
+DeviceLimits limits_of(const Driver &drv, const DeviceContext &dc) {
     DeviceLimits dev;
     dev.sm = dc.sm;
     dev.num_sms = dc.num_sms;
     dev.max_smem = dc.max_smem_optin;
+    dev.cluster_launch = dc.sm >= 90 && drv.launch_kernel_ex != nullptr;
     return dev;
 }
 
@@ -63,7 +64,7 @@ FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm)
         FMHA_TRY(fmha::load_driver(&drv));
         fmha::DeviceContext dc;
         FMHA_TRY(fmha::query_device(*drv, p.device, &dc));
-        dev = fmha::limits_of(dc);
+        dev = fmha::limits_of(*drv, dc);
     } else if (sm < 0) {
         return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
                           "sm is %d: pass a compute capability (e.g. 90), FMHA_SM_ANY (0) or "
@@ -90,7 +91,7 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
     plan->problem = p;
     const fmha::Driver *drv = plan->drv;
 
-    fmha_status st = fmha::check_device(p, fmha::limits_of(dc), &plan->choice);
+    fmha_status st = fmha::check_device(p, fmha::limits_of(*drv, dc), &plan->choice);
     if (st == FMHA_STATUS_SUCCESS) {
         plan->image = fmha::find_image(plan->choice.image_family, dc.sm);
         plan->function_dependent = fmha::launches_as_dependent(*plan->image, dc.sm);

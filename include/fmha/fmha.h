@@ -327,7 +327,9 @@ typedef struct fmha_descriptor {
      *  grid would leave most SMs idle, may split), 1: off, 2..128: exactly
      *  that many (AUTO then takes the decode kernel, or the portable kernel
      *  where the decode kernel does not fit the device; HOPPER and PORTABLE
-     *  split too). The partial results live in the plan's workspace. */
+     *  split too). The partial results live in the plan's workspace
+     *  (fmha_plan_workspace_size), except where the parts of a
+     *  (sequence, KV head) merge on chip and the plan needs none. */
     int32_t num_splits;
 } fmha_descriptor;
 

@@ -15,6 +15,9 @@
 // CTAs of at most 8 query rows (the `_r8` entry points) run the MMAs
 // transposed, the 16 keys of a slice on M and the rows on N = 8: half the
 // MMAs of 16 rows (keys_on_m_slice).
+// With two splits on sm_90 those run as clusters of two CTAs (the
+// `_r8_cluster` entry points) that merge their states through distributed
+// shared memory instead of writing partials for the combine kernel.
 //
 // Paired heads (the `_paired` hd64 and hd96 entry points): two KV heads whose
 // rows lie side by side in memory ([.., head, dim] with head stride = dim)
@@ -27,6 +30,7 @@
 
 #include "kernels/numeric.cuh"
 #include "kernels/params.h"
+#include "kernels/ptx/cluster.cuh"
 #include "kernels/ptx/grid_dependency.cuh"
 #include "kernels/ptx/math.cuh"
 #include "kernels/ptx/mma_sync.cuh"
@@ -72,7 +76,8 @@ __device__ __forceinline__ PackedRow packed_row(int m_tile, int r, int kv_head, 
 // Paired heads: which half of the 128 columns query row `head` uses.
 __device__ __forceinline__ int paired_half(int head, int group) { return head % group >= group / 2; }
 
-template <bool kBf16, int D, DecodeKv kKv, bool kPaired = false, bool kKeysOnM = false>
+template <bool kBf16, int D, DecodeKv kKv, bool kPaired = false, bool kKeysOnM = false,
+          bool kClusterMerge = false>
 __device__ __forceinline__ void decode(const DecodeParams &dp) {
     using Cfg = Config<D, kKv>;
     static_assert(!kKeysOnM || decode_hoist_lane_offsets(D),
@@ -583,7 +588,43 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     }
     __syncthreads();
 
-    // Each thread finishes 8 consecutive columns of one row.
+    // The whole answer of a row chunk from its state (m in base-2 units, l
+    // the sum at m, out unnormalized): a sink joins the denominator with no
+    // value row.
+    auto finish = [&](const PackedRow &pr, int oc, float m, float l, const float (&out)[8]) {
+        const float sink = p.sinks != nullptr ? p.sinks[pr.head] * kLog2e : -CUDART_INF_F;
+        const float row_m = l > 0.f ? m : -CUDART_INF_F;
+        const float mm = fmaxf(row_m, sink);
+        const float keep = mm == -CUDART_INF_F ? 0.f : ptx::exp2_approx(row_m - mm);
+        const float total = l * keep + (mm == -CUDART_INF_F ? 0.f : ptx::exp2_approx(sink - mm));
+        const float inv = total > 0.f ? keep / total : 0.f;
+        uint4 packed;
+        packed.x = Elem<kBf16>::pack(out[0] * inv, out[1] * inv);
+        packed.y = Elem<kBf16>::pack(out[2] * inv, out[3] * inv);
+        packed.z = Elem<kBf16>::pack(out[4] * inv, out[5] * inv);
+        packed.w = Elem<kBf16>::pack(out[6] * inv, out[7] * inv);
+        T *dst = static_cast<T *>(p.o) + int64_t(batch) * p.o_stride.batch +
+                 (seq.q_row0 + pr.pos) * p.o_stride.seq + int64_t(pr.head) * p.o_stride.head + oc * 8;
+        *reinterpret_cast<uint4 *>(dst) = packed;
+        if (oc == 0 && p.lse != nullptr)
+            p.lse[batch * p.lse_batch_stride + pr.head * p.lse_head_stride + seq.q_row0 + pr.pos] =
+                total > 0.f ? (mm + __log2f(total)) * kLn2 : -CUDART_INF_F;
+    };
+
+    // Cluster merge: the two splits of this row block run as one cluster of
+    // two CTAs. Each publishes its rows' state (unnormalized O, max, sum) in
+    // its own shared memory after the key groups' states; then each finishes
+    // half of the row chunks from both states. No partials in global memory,
+    // no combine launch.
+    float *pub_o = red_o + Cfg::kKeyGroups * Cfg::BM * D;  // [16][D]
+    float *pub_m = pub_o + Cfg::BM * D;                    // [16]
+    float *pub_l = pub_m + Cfg::BM;                        // [16]
+    static_assert(!kClusterMerge || (!kPaired && (Cfg::kKeyGroups + 1) * Cfg::BM * (D + 2) * 4 <=
+                                                     decode_pipeline_bytes(D, kKv)),
+                  "cluster merge: unpaired heads, the published state after the key groups'");
+
+    // Each thread finishes 8 consecutive columns of one row (cluster merge:
+    // publishes them).
     const bool to_workspace = dp.partial_o != nullptr;
     for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
         const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
@@ -614,6 +655,16 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             out[4] += weight[kg] * y.x; out[5] += weight[kg] * y.y;
             out[6] += weight[kg] * y.z; out[7] += weight[kg] * y.w;
         }
+        if constexpr (kClusterMerge) {
+            float4 *dst = reinterpret_cast<float4 *>(pub_o + row * D + c * 8);
+            dst[0] = make_float4(out[0], out[1], out[2], out[3]);
+            dst[1] = make_float4(out[4], out[5], out[6], out[7]);
+            if (c == 0) {
+                pub_m[row] = m;
+                pub_l[row] = l;
+            }
+            continue;
+        }
         const int64_t q_row = p.cu_seqlens_q != nullptr
                                   ? seq.q_row0 + pr.pos
                                   : int64_t(batch) * p.seqlen_q + pr.pos;  // row in q_rows
@@ -630,25 +681,38 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 dp.partial_lse[(int64_t(split) * p.num_q_heads + pr.head) * dp.q_rows + q_row] =
                     l > 0.f ? (m + __log2f(l)) * kLn2 : -CUDART_INF_F;
         } else {
-            // The whole answer: a sink joins the denominator with no value row.
-            const float sink = p.sinks != nullptr ? p.sinks[pr.head] * kLog2e : -CUDART_INF_F;
-            const float row_m = l > 0.f ? m : -CUDART_INF_F;
-            const float mm = fmaxf(row_m, sink);
-            const float keep = mm == -CUDART_INF_F ? 0.f : ptx::exp2_approx(row_m - mm);
-            const float total = l * keep + (mm == -CUDART_INF_F ? 0.f : ptx::exp2_approx(sink - mm));
-            const float inv = total > 0.f ? keep / total : 0.f;
-            uint4 packed;
-            packed.x = Elem<kBf16>::pack(out[0] * inv, out[1] * inv);
-            packed.y = Elem<kBf16>::pack(out[2] * inv, out[3] * inv);
-            packed.z = Elem<kBf16>::pack(out[4] * inv, out[5] * inv);
-            packed.w = Elem<kBf16>::pack(out[6] * inv, out[7] * inv);
-            T *dst = static_cast<T *>(p.o) + int64_t(batch) * p.o_stride.batch +
-                     (seq.q_row0 + pr.pos) * p.o_stride.seq + int64_t(pr.head) * p.o_stride.head + oc * 8;
-            *reinterpret_cast<uint4 *>(dst) = packed;
-            if (oc == 0 && p.lse != nullptr)
-                p.lse[batch * p.lse_batch_stride + pr.head * p.lse_head_stride + seq.q_row0 + pr.pos] =
-                    total > 0.f ? (mm + __log2f(total)) * kLn2 : -CUDART_INF_F;
+            finish(pr, oc, m, l, out);
         }
+    }
+    if constexpr (kClusterMerge) {
+        ptx::cluster_sync();  // both CTAs' states are published
+        const unsigned peer = ptx::cluster_rank() ^ 1u;
+        const uint32_t peer_o = ptx::peer_smem(ptx::smem_addr(pub_o), peer);
+        const uint32_t peer_m = ptx::peer_smem(ptx::smem_addr(pub_m), peer);
+        const uint32_t peer_l = ptx::peer_smem(ptx::smem_addr(pub_l), peer);
+        // Rank r finishes the chunks idx with idx % 2 == r (each thread one).
+        for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
+            if ((idx & 1) == int(peer)) continue;
+            const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+            const PackedRow pr = packed_row(m_tile, row, kv_head, group);
+            if (pr.pos >= seq.len_q) continue;
+            const uint32_t at = 4u * uint32_t(row * D + c * 8);
+            const float4 x1 = ptx::ld_peer_f32x4(peer_o + at), y1 = ptx::ld_peer_f32x4(peer_o + at + 16);
+            const float m1 = ptx::ld_peer_f32(peer_m + 4u * row);
+            const float l1 = ptx::ld_peer_f32(peer_l + 4u * row);
+            const float4 *mine = reinterpret_cast<const float4 *>(pub_o + row * D + c * 8);
+            const float4 x0 = mine[0], y0 = mine[1];
+            const float m0 = pub_m[row], l0 = pub_l[row];
+            const float m = fmaxf(m0, m1);
+            const float w0 = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(m0 - m);
+            const float w1 = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(m1 - m);
+            const float out[8] = {x0.x * w0 + x1.x * w1, x0.y * w0 + x1.y * w1,
+                                  x0.z * w0 + x1.z * w1, x0.w * w0 + x1.w * w1,
+                                  y0.x * w0 + y1.x * w1, y0.y * w0 + y1.y * w1,
+                                  y0.z * w0 + y1.z * w1, y0.w * w0 + y1.w * w1};
+            finish(pr, c, m, l0 * w0 + l1 * w1, out);
+        }
+        ptx::cluster_sync();  // the peer has read this CTA's state: it may exit
     }
 }
 
@@ -656,11 +720,13 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 
 // Entry points, one per (dtype, head_dim, cache kind, form); named in
 // launch_decode.cpp. `d` is the head_dim streamed (paired heads: twice theirs).
-#define FMHA_DECODE_KERNEL(name, bf16, d, kv, paired, keys_on_m)                       \
+#define FMHA_DECODE_KERNEL_FORM(name, bf16, d, kv, paired, keys_on_m, cluster_merge)  \
     extern "C" __global__ void __launch_bounds__(fmha::decode_threads(d, kv))          \
         name(const fmha::DecodeParams p) {                                             \
-        fmha::decode::decode<bf16, d, kv, paired, keys_on_m>(p);                       \
+        fmha::decode::decode<bf16, d, kv, paired, keys_on_m, cluster_merge>(p);        \
     }
+#define FMHA_DECODE_KERNEL(name, bf16, d, kv, paired, keys_on_m)                       \
+    FMHA_DECODE_KERNEL_FORM(name, bf16, d, kv, paired, keys_on_m, false)
 #define FMHA_DECODE_ENTRY(name, bf16, d, kv) FMHA_DECODE_KERNEL(name, bf16, d, kv, false, false)
 
 // The paged ones differ only in their tile traits.
@@ -704,3 +770,8 @@ FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_paged_r8_bf16_hd128, true, 128, fmha::De
 FMHA_DECODE_KEYS_ON_M_ENTRY(fmha_decode_paged_r8_fp16_hd128, false, 128, fmha::DecodeKv::kPaged)
 FMHA_DECODE_KERNEL(fmha_decode_paired_r8_bf16_hd64, true, 128, fmha::DecodeKv::kDense, true, true)
 FMHA_DECODE_KERNEL(fmha_decode_paired_r8_fp16_hd64, false, 128, fmha::DecodeKv::kDense, true, true)
+// Keys on M with two splits run as clusters of two CTAs that merge their
+// states in shared memory (sm_90 images; launch_decode.cpp, cluster_merge).
+#define FMHA_DECODE_CLUSTER_MERGE_ENTRY(name, bf16, d, kv) FMHA_DECODE_KERNEL_FORM(name, bf16, d, kv, false, true, true)
+FMHA_DECODE_CLUSTER_MERGE_ENTRY(fmha_decode_r8_cluster_bf16_hd128, true, 128, fmha::DecodeKv::kDense)
+FMHA_DECODE_CLUSTER_MERGE_ENTRY(fmha_decode_r8_cluster_fp16_hd128, false, 128, fmha::DecodeKv::kDense)

@@ -335,7 +335,7 @@ CUresult func_set_attribute(CUfunction fn, CUfunction_attribute attr, int value)
 // Checks and records one launch (both entry points).
 CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params,
-                       void **extra, int programmatic) {
+                       void **extra, int programmatic, const unsigned (&cluster)[3]) {
     if (!fn) return CUDA_ERROR_INVALID_HANDLE;
     if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
     auto *f = reinterpret_cast<Function *>(fn);
@@ -349,6 +349,16 @@ CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     State &s = st();
     std::lock_guard<std::mutex> lock(s.mu);
     if (programmatic && s.sm < 90) return CUDA_ERROR_NOT_SUPPORTED;  // PDL is sm_90+
+    const bool clustered = cluster[0] * cluster[1] * cluster[2] > 1;
+    if (clustered && s.sm < 90) return CUDA_ERROR_NOT_SUPPORTED;  // clusters are sm_90+
+    // A cluster tiles the grid; 8 CTAs is the portable maximum.
+    if (gx % cluster[0] != 0 || gy % cluster[1] != 0 || gz % cluster[2] != 0 ||
+        cluster[0] * cluster[1] * cluster[2] > 8)
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    // Cluster instructions exist from sm_90 on: PTX of an older virtual arch
+    // cannot hold them (a cubin's target is not visible here).
+    if (clustered && f->module->ptx && !image_has(*f->module, "barrier.cluster"))
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     // Only PTX is text to look into; a cubin for sm_90+ is built from the
     // same source with the wait compiled in.
     if (programmatic && f->module->ptx && !image_has(*f->module, "griddepcontrol.wait"))
@@ -365,6 +375,7 @@ CUresult record_launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
     l.context = t_stack.back();
     l.max_dynamic_smem = f->max_dynamic_smem;
     l.programmatic = programmatic;
+    for (int i = 0; i < 3; ++i) l.cluster[i] = cluster[i];
     s.has_last = true;
     return CUDA_SUCCESS;
 }
@@ -373,24 +384,33 @@ CUresult launch_kernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params,
                        void **extra) {
     ENTER("cuLaunchKernel", true);
-    return record_launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra, 0);
+    const unsigned no_cluster[3] = {1, 1, 1};
+    return record_launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra, 0, no_cluster);
 }
 
-// The library sets one attribute at most: programmatic stream serialization.
+// The library sets programmatic stream serialization and a cluster dimension.
 CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction fn, void **params,
                           void **extra) {
     ENTER("cuLaunchKernelEx", true);
     if (!config || (config->numAttrs > 0 && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
     int programmatic = 0;
+    unsigned cluster[3] = {1, 1, 1};
     for (unsigned i = 0; i < config->numAttrs; ++i) {
         const CUlaunchAttribute &a = config->attrs[i];
-        if (a.id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+        if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+            programmatic = a.value.programmaticStreamSerializationAllowed ? 1 : 0;
+        } else if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            cluster[0] = a.value.clusterDim.x, cluster[1] = a.value.clusterDim.y,
+            cluster[2] = a.value.clusterDim.z;
+            if (cluster[0] == 0 || cluster[1] == 0 || cluster[2] == 0) return CUDA_ERROR_INVALID_VALUE;
+        } else {
             return CUDA_ERROR_INVALID_VALUE;
-        programmatic = a.value.programmaticStreamSerializationAllowed ? 1 : 0;
+        }
     }
     return record_launch(fn, config->gridDimX, config->gridDimY, config->gridDimZ,
                          config->blockDimX, config->blockDimY, config->blockDimZ,
-                         config->sharedMemBytes, config->hStream, params, extra, programmatic);
+                         config->sharedMemBytes, config->hStream, params, extra, programmatic,
+                         cluster);
 }
 
 // The documented constraints of cuTensorMapEncodeTiled.

@@ -21,6 +21,7 @@ typedef struct fake_cuda_launch {
     void *context;          /* current context at the launch */
     int max_dynamic_smem;   /* cuFuncSetAttribute value of the function */
     int programmatic;       /* cuLaunchKernelEx with programmatic stream serialization */
+    unsigned cluster[3];    /* cluster dimension; 1, 1, 1 without the attribute */
 } fake_cuda_launch;
 
 /* One cuTensorMapEncodeTiled call that succeeded. */

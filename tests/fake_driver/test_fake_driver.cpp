@@ -1645,11 +1645,17 @@ static bool run_decode_plan(Fake &f, const fmha_plan *plan, const fmha_plan_info
     const int launches = f.stats().launches;
     REQUIRE(fmha_run(plan, &t, fake_workspace(), i.workspace_bytes, nullptr) ==
             FMHA_STATUS_SUCCESS);
-    CHECK(f.stats().launches == launches + (i.num_splits > 1 ? 2 : 1));
-    if (i.num_splits > 1) return false;  // the last launch is the combine
+    // Split plans launch the combine after the decode kernel, except those
+    // whose two splits run as clusters of two CTAs (`_cluster` entry points).
+    const bool clustered = std::string(i.kernel_name).find("_cluster") != std::string::npos;
+    const bool combine = i.num_splits > 1 && !clustered;
+    CHECK(f.stats().launches == launches + (combine ? 2 : 1));
+    if (combine) return false;  // the last launch is the combine
     REQUIRE(f.last_launch(decode) == 1);
     CHECK(std::string(decode->kernel) == i.kernel_name);
     CHECK(decode->block[0] == 128);
+    CHECK(decode->cluster[0] == (clustered ? 2u : 1u));
+    CHECK(decode->cluster[1] * decode->cluster[2] == 1u);
     return true;
 }
 
@@ -1715,7 +1721,11 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
         const std::string tile = r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain;
         // 4 query heads per KV head x T <= 8 rows at hd128 on sm_90: keys on M.
         const bool r8 = r.sm == 90 && hd == 128 && 4 * r.seqlen_q <= 8;
-        CHECK(std::string(i.kernel_name) == (r8 ? keys_on_m_name(tile) : tile));
+        // Two splits of the usual tile's keys-on-M grid: clusters of two.
+        const bool clustered = r8 && !r.narrow && !r.paged && i.num_splits == 2;
+        CHECK(std::string(i.kernel_name) == (clustered ? std::string("fmha_decode_r8_cluster_bf16_hd128")
+                                             : r8      ? keys_on_m_name(tile)
+                                                       : tile));
         CHECK(i.tile_n == (r.narrow ? 32 : 64));
         CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
         // Q (16 rows of 136 elements), then 3 stages of 32 K and 32 V rows.
@@ -1772,6 +1782,70 @@ TEST_CASE("fake driver: decode grids of at most 8 rows per KV head put the keys 
         CHECK(l.shared_bytes == unsigned(i.shared_memory_bytes));
         if (r.head_dim == 128 && !r.paged)  // Q (16 rows of 136), 3 stages of 64 K and 64 V rows
             CHECK(l.shared_bytes == unsigned(16 * 136 * 2 + 3 * 2 * 64 * 128 * 2));
+    }
+}
+
+// Two splits of a keys-on-M hd128 grid over a contiguous cache on sm_90 run
+// as clusters of two CTAs that merge in shared memory (launch_decode.cpp,
+// cluster_merge; kernel-notes d71): one launch with a cluster dimension of
+// (2, 1, 1), programmatic, no combine and no workspace. Other split counts,
+// the narrow and paged tiles, 16-row tiles and other devices keep the
+// combine kernel.
+TEST_CASE("fake driver: two keys-on-M splits run as clusters of two, with no combine",
+          "[cpu][fake-driver][run][decode]") {
+    struct Row {
+        int sm;
+        fmha_dtype dtype;
+        int64_t batch, seqlen_q, seqlen_k;
+        int32_t num_splits;  // 0: automatic
+        bool paged;
+        const char *kernel;
+    };
+    const Row rows[] = {
+        {90, FMHA_DTYPE_BF16, 8, 1, 8192, 0, false, "fmha_decode_r8_cluster_bf16_hd128"},  // AUTO: 2
+        {90, FMHA_DTYPE_FP16, 8, 1, 8192, 0, false, "fmha_decode_r8_cluster_fp16_hd128"},
+        {90, FMHA_DTYPE_BF16, 8, 2, 8192, 2, false, "fmha_decode_r8_cluster_bf16_hd128"},  // 8 rows
+        {90, FMHA_DTYPE_BF16, 64, 1, 2048, 2, false, "fmha_decode_r8_cluster_bf16_hd128"},
+        {90, FMHA_DTYPE_BF16, 8, 1, 8192, 3, false, "fmha_decode_narrow_r8_bf16_hd128"},
+        {90, FMHA_DTYPE_BF16, 8, 1, 8192, 4, false, "fmha_decode_narrow_r8_bf16_hd128"},
+        {90, FMHA_DTYPE_BF16, 64, 1, 2048, 3, false, "fmha_decode_r8_bf16_hd128"},
+        {90, FMHA_DTYPE_BF16, 8, 3, 8192, 2, false, "fmha_decode_bf16_hd128"},     // 12 rows
+        {90, FMHA_DTYPE_BF16, 8, 1, 8192, 2, true, "fmha_decode_paged_r8_bf16_hd128"},
+        {90, FMHA_DTYPE_BF16, 24, 1, 4096, 0, false, "fmha_decode_narrow_r8_bf16_hd128"},  // AUTO: 2
+        {80, FMHA_DTYPE_BF16, 8, 1, 8192, 2, false, "fmha_decode_bf16_hd128"},
+    };
+    for (const Row &r : rows) {
+        if (!embeds(r.sm)) continue;
+        Fake &f = fresh_fake(r.sm);
+        fmha_descriptor d = decode_row_desc(r.batch, 32, 8, r.seqlen_q, r.seqlen_k, 128, r.paged);
+        d.dtype = r.dtype;
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = r.num_splits;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        INFO("sm_" << r.sm << " B" << r.batch << " T" << r.seqlen_q << " S" << r.seqlen_k
+                   << (r.paged ? " paged" : "") << " splits " << r.num_splits << ": "
+                   << i.kernel_name << ", " << i.num_splits << " splits");
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        CHECK(i.num_splits == (r.num_splits > 0 ? r.num_splits : 2));
+        const bool clustered = std::string(r.kernel).find("_cluster") != std::string::npos;
+        size_t workspace = 0;
+        REQUIRE(fmha_plan_workspace_size(plan.p, &workspace) == FMHA_STATUS_SUCCESS);
+        CHECK((workspace == 0) == clustered);
+        if (r.paged) continue;  // (fake_tensors has no block table)
+        const fmha_tensors t = fake_tensors();
+        const int launches = f.stats().launches;
+        REQUIRE(fmha_run(plan.p, &t, clustered ? nullptr : fake_workspace(), workspace, nullptr) ==
+                FMHA_STATUS_SUCCESS);
+        CHECK(f.stats().launches == launches + (clustered ? 1 : 2));
+        fake_cuda_launch decode;
+        REQUIRE((clustered ? f.last_launch(&decode) : f.previous_launch(&decode)) == 1);
+        CHECK(std::string(decode.kernel) == r.kernel);
+        CHECK(decode.grid[0] == unsigned(i.num_splits));
+        CHECK(decode.cluster[0] == (clustered ? 2u : 1u));
+        CHECK(decode.cluster[1] * decode.cluster[2] == 1u);
+        CHECK(decode.programmatic == (r.sm >= 90 ? 1 : 0));
     }
 }
 

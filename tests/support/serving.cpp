@@ -1309,6 +1309,11 @@ std::vector<ServingCase> sanitize_suite() {
                     .mask(kBottomRight).softcap(20.0f).splits(2));
     // page size 1
     v.push_back(serving_case(FMHA_DTYPE_FP16, 64, 2, 2).q({1, 1}).paged(1, {100, 100}));
+    // one token, 4 query heads per KV head, 2 splits: on sm_90 the decode
+    // kernel's keys-on-M CTAs run as clusters of two that merge in shared
+    // memory (`_r8_cluster`), with sinks in the merge
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .q({1, 1}).k({900, 900}).seqused({900, 40}).mask(kBottomRight).sinks().splits(2));
     // short GQA queries (Hopper: 4 query heads per tile), seqused_k, 2 splits
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
                     .q({20, 20}).k({300, 300}).seqused({300, 61}).mask(kBottomRight).splits(2));

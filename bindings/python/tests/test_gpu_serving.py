@@ -429,7 +429,9 @@ def test_split_count_is_honoured(num_splits) -> None:
     with fmha.Plan(desc) as plan:
         assert plan.info.num_splits == num_splits, plan.info
         assert plan.info.kernel_family == fmha.KernelFamily.DECODE
-        assert plan.workspace_size > 0
+        # The partials live in the workspace, except where two splits run as
+        # clusters of two CTAs that merge in shared memory (sm_90).
+        assert (plan.workspace_size > 0) != ("_cluster" in plan.info.kernel_name), plan.info
     auto = fmha.describe_with_kvcache(q, cache, cache, i32([4096, 100]))
     with fmha.Plan(auto) as plan:
         assert 1 <= plan.info.num_splits <= 128

@@ -551,7 +551,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     float *red = reinterpret_cast<float *>(sKV);
     float *red_m = red;                                   // [group][16]
     float *red_l = red_m + Cfg::kKeyGroups * Cfg::BM;     // [group][16]
-    float *red_o = red_l + Cfg::kKeyGroups * Cfg::BM;     // [group][16][D]
+    float *red_o = red_l + Cfg::kKeyGroups * Cfg::BM;     // [group][16][kRedRow]
+    constexpr int kRedRow = decode_reduce_row(D);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float sum = row_sum[r];
@@ -572,7 +573,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 sum > 0.f ? row_max[r] * p.scale_log2 : -CUDART_INF_F;
             red_l[key_group * Cfg::BM + row] = sum;
         }
-        float *o_row = red_o + (key_group * Cfg::BM + row) * D + d_part * Cfg::kDv;
+        float *o_row = red_o + (key_group * Cfg::BM + row) * kRedRow + d_part * Cfg::kDv;
         if constexpr (kKeysOnM) {
 #pragma unroll
             for (int mt = 0; mt < kAccTiles; ++mt) {
@@ -616,10 +617,11 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // its own shared memory after the key groups' states; then each finishes
     // half of the row chunks from both states. No partials in global memory,
     // no combine launch.
-    float *pub_o = red_o + Cfg::kKeyGroups * Cfg::BM * D;  // [16][D]
+    float *pub_o = red_o + Cfg::kKeyGroups * Cfg::BM * kRedRow;  // [16][D]
     float *pub_m = pub_o + Cfg::BM * D;                    // [16]
     float *pub_l = pub_m + Cfg::BM;                        // [16]
-    static_assert(!kClusterMerge || (!kPaired && (Cfg::kKeyGroups + 1) * Cfg::BM * (D + 2) * 4 <=
+    static_assert(!kClusterMerge || (!kPaired && (Cfg::kKeyGroups * Cfg::BM * (kRedRow + 2) +
+                                                  Cfg::BM * (D + 2)) * 4 <=
                                                      decode_pipeline_bytes(D, kKv)),
                   "cluster merge: unpaired heads, the published state after the key groups'");
 
@@ -648,7 +650,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
 #pragma unroll
         for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) {
             const float4 *src =
-                reinterpret_cast<const float4 *>(red_o + (kg * Cfg::BM + row) * D + c * 8);
+                reinterpret_cast<const float4 *>(red_o + (kg * Cfg::BM + row) * kRedRow + c * 8);
             const float4 x = src[0], y = src[1];
             out[0] += weight[kg] * x.x; out[1] += weight[kg] * x.y;
             out[2] += weight[kg] * x.z; out[3] += weight[kg] * x.w;

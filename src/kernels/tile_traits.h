@@ -387,9 +387,15 @@ FMHA_HOST_DEVICE constexpr int decode_pipeline_bytes(int head_dim, DecodeKv kv) 
     return decode_tile(head_dim, kv).stages * 2 * decode_tile(head_dim, kv).block_n * head_dim *
            2;
 }
+// Floats per row of a warp's partial O in the merge: 4 past head_dim, so
+// that the rows a warp stores at once (2 apart with keys on M, 1 apart
+// otherwise) start in different banks instead of all in one (4-way and
+// 8-way conflicts with rows of head_dim floats, every head_dim here being a
+// multiple of 32).
+FMHA_HOST_DEVICE constexpr int decode_reduce_row(int head_dim) { return head_dim + 4; }
 FMHA_HOST_DEVICE constexpr int decode_reduce_bytes(int head_dim, DecodeKv kv) {
     return (decode_tile(head_dim, kv).warps / decode_tile(head_dim, kv).d_split) * kDecodeRows *
-           (head_dim + 2) * 4;
+           (decode_reduce_row(head_dim) + 2) * 4;
 }
 #ifndef FMHA_DECODE_TUNE_SMEM_PAD
 #define FMHA_DECODE_TUNE_SMEM_PAD 0  // tuning runs only: extra bytes to lower occupancy

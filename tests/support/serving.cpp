@@ -1268,6 +1268,17 @@ std::vector<ServingCase> split_suite() {
                         .q(std::vector<int32_t>(24, 1)).k(std::vector<int32_t>(24, 600))
                         .seqused(used).mask(kBottomRight).sinks());
     }
+    // two splits as a balanced pair of CTAs (sm_90: `_r8_cluster`, which claim
+    // key tiles from a shared counter): 3 to 7 tiles of 64 keys (the pair's own
+    // first tiles and none to three claims), bf16, softcap and sinks; then
+    // left windows that start the keys mid-cache (15 tiles), fp16
+    v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
+                    .q(std::vector<int32_t>(6, 1)).k(std::vector<int32_t>(6, 3000))
+                    .seqused({129, 256, 300, 383, 420, 3000})
+                    .mask(kBottomRight).softcap(20.0f).sinks());
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
+                    .q({1, 1}).k({3000, 3000}).seqused({3000, 2222})
+                    .mask(kBottomRight).window(900));
     return seeded(v, 23000);
 }
 

@@ -45,7 +45,6 @@ struct Config {
     static constexpr int BM = kDecodeRows;
     static constexpr int BN = kTile.block_n;
     static constexpr int kStages = kTile.stages;
-    static constexpr bool kRefillAfterCompute = decode_refill_after_compute(D, kKv);
     static constexpr int kDSplit = kTile.d_split;
     static constexpr int kThreads = decode_threads(D, kKv);
     static constexpr int kWarps = kThreads / 32;
@@ -90,6 +89,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     constexpr bool kPaged = decode_paged(kKv);
     using T = typename Elem<kBf16>::T;
     constexpr int BN = Cfg::BN, kRow = Cfg::kRow, kStages = Cfg::kStages;
+    constexpr bool kRefillAfterCompute = decode_refill_after_compute(D, kKv, kClusterMerge);
     const FwdParams &p = dp.fwd;
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -279,7 +279,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         ptx::cp_async_commit();  // Q (and the early tiles) ride in the first group
     }
     if (kStages - 1 < num_tiles) look_up_pages(kStages - 1);
-    if constexpr (Cfg::kRefillAfterCompute)  // every stage in flight from the start
+    if constexpr (kRefillAfterCompute)  // every stage in flight from the start
         refill(kStages - 1, kStages - 1);
     if (early && n_end < early_keys && copies) {
         // A sequence shorter than the early tiles: its rows past the length
@@ -301,7 +301,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // operand of every k-step) are loaded once, after Q's copy group lands.
     uint32_t q_frag[kKeysOnM ? D / 16 : 1][2];
     if constexpr (kKeysOnM) {
-        ptx::cp_async_wait<Cfg::kRefillAfterCompute ? kStages - 1 : kStages - 2>();
+        ptx::cp_async_wait<kRefillAfterCompute ? kStages - 1 : kStages - 2>();
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk += 2) {  // rows 0-7, 32 columns per ldmatrix.x4
@@ -474,7 +474,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         const uint32_t stage_addr = kv_addr0 + cur_stage * (2 * BN * D * 2);
         const int refill_stage = stage == 0 ? kStages - 1 : stage - 1;  // (i + kStages - 1) % kStages
         stage = stage == kStages - 1 ? 0 : stage + 1;
-        if constexpr (Cfg::kRefillAfterCompute) {
+        if constexpr (kRefillAfterCompute) {
             ptx::cp_async_wait<kStages - 1>();  // tile i has landed
             __syncthreads();
         } else {
@@ -538,7 +538,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 }
             }
         }
-        if constexpr (Cfg::kRefillAfterCompute) {
+        if constexpr (kRefillAfterCompute) {
             __syncthreads();  // every warp is done with tile i's stage: refill it now
             refill(i + kStages, cur_stage);
         }

@@ -331,9 +331,13 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
 // paged B64 H32/32 S2048 ran 6% faster, the other paged rows 0-2%. The
 // 3-stage dense tile lost 0.7% to the second barrier on B64; paged hd64 was
 // mixed (-1 to +1%) and the other paged head dims are not measured, so they
-// keep the usual order (kernel-notes d63).
-FMHA_HOST_DEVICE constexpr bool decode_refill_after_compute(int head_dim, DecodeKv kv) {
-    return kv == DecodeKv::kPaged && head_dim == 128;
+// keep the usual order (kernel-notes d63). The 3-stage dense tile refills
+// after compute too where its two splits run as a cluster of two CTAs (one
+// CTA per SM on the grids AUTO gives two splits): B8 H32/8 S8192 75.1 -> 74.9 us
+// (means of 7 alternated runs; B8 H64/8 S16384 within 0.1%; kernel-notes d74).
+FMHA_HOST_DEVICE constexpr bool decode_refill_after_compute(int head_dim, DecodeKv kv,
+                                                            bool cluster_merge) {
+    return (kv == DecodeKv::kPaged && head_dim == 128) || cluster_merge;
 }
 
 // Where the lane's ldmatrix byte offsets (Q, and K and V per k-step and O

@@ -1268,10 +1268,10 @@ std::vector<ServingCase> split_suite() {
                         .q(std::vector<int32_t>(24, 1)).k(std::vector<int32_t>(24, 600))
                         .seqused(used).mask(kBottomRight).sinks());
     }
-    // two splits as a balanced pair of CTAs (sm_90: `_r8_cluster`, which claim
-    // key tiles from a shared counter): 3 to 7 tiles of 64 keys (the pair's own
-    // first tiles and none to three claims), bf16, softcap and sinks; then
-    // left windows that start the keys mid-cache (15 tiles), fp16
+    // the two splits of a keys-on-M hd128 row block as one cluster of two CTAs
+    // (sm_90: `_r8_cluster`) on short rows: 3 to 7 tiles of 64 keys, so a CTA's
+    // half is at most its pipeline's depth, next to a long row; bf16, softcap
+    // and sinks. Then a left window that starts the keys mid-cache (15 tiles), fp16
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
                     .q(std::vector<int32_t>(6, 1)).k(std::vector<int32_t>(6, 3000))
                     .seqused({129, 256, 300, 383, 420, 3000})

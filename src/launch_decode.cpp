@@ -101,9 +101,9 @@ bool keys_on_m(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bo
 }
 
 // Two splits of a keys-on-M hd128 grid over a contiguous cache (the usual
-// 64-key tile) run as clusters of two CTAs that merge their states in
-// distributed shared memory: no partials in the workspace and no combine
-// launch (kernel-notes d71). On the H200 against the combine kernel, in three
+// 64-key tile; the clusters then take cluster_tile's) run as clusters of two
+// CTAs that merge their states in distributed shared memory: no partials in
+// the workspace and no combine launch (kernel-notes d71). On the H200 against the combine kernel, in three
 // calls alternating both libraries: B8 H32/8 S8192 75.6-76.5 -> 75.1-75.9 us,
 // B8 H64/8 S16384 132.8-135.4 -> 132.0-133.7 us (the decode kernel alone, no
 // merge at all: 74.6 and 132.1). Needs cluster launches and a decode image
@@ -124,6 +124,23 @@ int64_t m_tiles(const Problem &p) {
 // CTAs of the decode grid: (splits, m_tiles x KV heads, batch).
 int64_t grid_ctas(const Problem &p, int64_t splits) {
     return p.batch * p.num_kv_heads * m_tiles(p) * splits;
+}
+
+// The clusters' tile: the lone one (8 warps, 128-key tiles, 2 stages: one CTA
+// per SM) where the grid fits one CTA per SM, else the usual 64-key tile (2
+// CTAs per SM), so that no grid that ran in one wave needs two. On the H200
+// (kernel-notes d75, two calls, alternated with the usual tile): B8 H32/8
+// S8192 74.1-75.0 against 74.4-75.8 us, B8 H64/8 S16384 130.6-133.2 against
+// 131.7-133.9. Measured there only.
+DecodeKv cluster_tile(const Problem &streamed, const DeviceLimits &dev, int splits) {
+    return grid_ctas(streamed, splits) <= dev.num_sms ? DecodeKv::kDenseLone : DecodeKv::kDense;
+}
+
+const char *cluster_kernel_name(fmha_dtype dtype, DecodeKv kv) {
+    const bool bf16 = dtype == FMHA_DTYPE_BF16;
+    if (kv == DecodeKv::kDenseLone)
+        return bf16 ? "fmha_decode_r8_cluster_lone_bf16_hd128" : "fmha_decode_r8_cluster_lone_fp16_hd128";
+    return bf16 ? "fmha_decode_r8_cluster_bf16_hd128" : "fmha_decode_r8_cluster_fp16_hd128";
 }
 
 // The split count with the least estimated time, from a bandwidth model
@@ -452,20 +469,19 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.decode.k_head_stride = streamed.k.head;
     c.decode.v_head_stride = streamed.v.head;
     const int sd = static_cast<int>(streamed.head_dim);
-    c.kernel_name = keys_on_m(streamed, dev, kv, paired) ? keys_on_m_kernel_name(p.dtype, kv, paired)
-                    : paired                        ? paired_kernel_name(p.dtype, p.head_dim, kv)
-                                                    : kernel_name(p.dtype, p.head_dim, kv);
+    c.decode.cluster_merge = cluster_merge(streamed, dev, kv, paired, splits);
+    if (c.decode.cluster_merge) kv = cluster_tile(streamed, dev, splits);
+    c.kernel_name = c.decode.cluster_merge                ? cluster_kernel_name(p.dtype, kv)
+                    : keys_on_m(streamed, dev, kv, paired) ? keys_on_m_kernel_name(p.dtype, kv, paired)
+                    : paired                               ? paired_kernel_name(p.dtype, p.head_dim, kv)
+                                                           : kernel_name(p.dtype, p.head_dim, kv);
     c.tile_m = kDecodeRows;
     c.tile_n = decode_tile(sd, kv).block_n;
     c.threads = decode_threads(sd, kv);
     c.smem_bytes = decode_smem_bytes(sd, kv);  // checked against the device by select_kernel
     FMHA_TRY(check_split_kv(p, splits));
     c.num_splits = splits;
-    c.decode.cluster_merge = cluster_merge(streamed, dev, kv, paired, splits);
-    if (c.decode.cluster_merge) {
-        c.kernel_name = p.dtype == FMHA_DTYPE_BF16 ? "fmha_decode_r8_cluster_bf16_hd128"
-                                                   : "fmha_decode_r8_cluster_fp16_hd128";
-    } else if (c.num_splits > 1) {
+    if (!c.decode.cluster_merge && c.num_splits > 1) {
         c.workspace_bytes = split_workspace(p, c.num_splits).total();  // partials per query head
         c.combine_team = combine_team(p.head_dim_v, c.num_splits);
         c.combine_kernel_name = split_combine_kernel_name(p.dtype, c.combine_team);

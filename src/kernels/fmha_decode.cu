@@ -16,8 +16,10 @@
 // transposed, the 16 keys of a slice on M and the rows on N = 8: half the
 // MMAs of 16 rows (keys_on_m_slice).
 // With two splits on sm_90 those run as clusters of two CTAs (the
-// `_r8_cluster` entry points) that merge their states through distributed
-// shared memory instead of writing partials for the combine kernel.
+// `_r8_cluster` entry points; `_r8_cluster_lone` on the 8-warp tile for
+// grids of at most one CTA per SM) that merge their states through
+// distributed shared memory instead of writing partials for the combine
+// kernel.
 //
 // Paired heads (the `_paired` hd64 and hd96 entry points): two KV heads whose
 // rows lie side by side in memory ([.., head, dim] with head stride = dim)
@@ -777,3 +779,5 @@ FMHA_DECODE_KERNEL(fmha_decode_paired_r8_fp16_hd64, false, 128, fmha::DecodeKv::
 #define FMHA_DECODE_CLUSTER_MERGE_ENTRY(name, bf16, d, kv) FMHA_DECODE_KERNEL_FORM(name, bf16, d, kv, false, true, true)
 FMHA_DECODE_CLUSTER_MERGE_ENTRY(fmha_decode_r8_cluster_bf16_hd128, true, 128, fmha::DecodeKv::kDense)
 FMHA_DECODE_CLUSTER_MERGE_ENTRY(fmha_decode_r8_cluster_fp16_hd128, false, 128, fmha::DecodeKv::kDense)
+FMHA_DECODE_CLUSTER_MERGE_ENTRY(fmha_decode_r8_cluster_lone_bf16_hd128, true, 128, fmha::DecodeKv::kDenseLone)
+FMHA_DECODE_CLUSTER_MERGE_ENTRY(fmha_decode_r8_cluster_lone_fp16_hd128, false, 128, fmha::DecodeKv::kDenseLone)

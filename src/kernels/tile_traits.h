@@ -279,6 +279,13 @@ namespace fmha {
 // hd96 KV heads read in pairs stream 192-column rows (head_dim 192 here): 3
 // stages (144 KB, one CTA per SM) or the shallow 2 (96 KB, two per SM)
 // (kernel-notes d49; launch_decode.cpp chooses).
+// Dense hd128 has a lone tile for the keys-on-M grids whose two splits run as
+// clusters of two CTAs and fit one CTA per SM: 8 warps on 128-key tiles, 2
+// stages (128 KB). With one CTA per SM, two warps per scheduler overlap one
+// another's per-tile path, which a lone 4-warp CTA runs alone (kernel-notes
+// d75: B8 H32/8 S8192 0.5-0.9 us faster than on the 64-key tile; 3 stages of
+// it, 4 warps on 128 keys, 4 stages of 64 keys, warp pairs on 64 keys, 6 or
+// 16 warps: none faster).
 struct DecodeTile {
     int warps;    // per CTA
     int block_n;  // keys per pipeline stage (whole 16-key slices per warp)
@@ -289,13 +296,15 @@ struct DecodeTile {
 // How the kernel reads K and V: a dense cache, or pages through a block
 // table on the usual tile or (hd64) the wide one; or a dense cache on the
 // narrow tile (hd128) or the shallow one (hd96 and paired hd96), for grids of
-// one wave at their occupancy.
+// one wave at their occupancy, or on the lone tile (hd128 clusters of one
+// CTA per SM).
 enum class DecodeKv : int {
     kDense = 0,
     kPaged = 1,
     kPagedWide = 2,
     kDenseNarrow = 3,
-    kDenseShallow = 4
+    kDenseShallow = 4,
+    kDenseLone = 5
 };
 
 FMHA_HOST_DEVICE constexpr bool decode_paged(DecodeKv kv) {
@@ -315,6 +324,7 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
     return head_dim == 512                           ? DecodeTile{4, 32, 3, 2}
          : kv == DecodeKv::kDenseNarrow              ? DecodeTile{4, 32, 3, 2}
          : kv == DecodeKv::kDenseShallow             ? DecodeTile{4, 64, 2, 1}
+         : kv == DecodeKv::kDenseLone                ? DecodeTile{8, 128, 2, 1}
          : kv == DecodeKv::kPagedWide                ? DecodeTile{4, 128, 2, 1}
          : kv == DecodeKv::kPaged && head_dim <= 128 ? DecodeTile{4, 64, 2, 1}
          : head_dim == 64                            ? DecodeTile{8, 128, 3, 1}
@@ -331,10 +341,11 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
 // paged B64 H32/32 S2048 ran 6% faster, the other paged rows 0-2%. The
 // 3-stage dense tile lost 0.7% to the second barrier on B64; paged hd64 was
 // mixed (-1 to +1%) and the other paged head dims are not measured, so they
-// keep the usual order (kernel-notes d63). The 3-stage dense tile refills
-// after compute too where its two splits run as a cluster of two CTAs (one
-// CTA per SM on the grids AUTO gives two splits): B8 H32/8 S8192 75.1 -> 74.9 us
-// (means of 7 alternated runs; B8 H64/8 S16384 within 0.1%; kernel-notes d74).
+// keep the usual order (kernel-notes d63). Every cluster entry point refills
+// after compute too (their two splits run as a cluster of two CTAs): on the
+// 3-stage dense tile B8 H32/8 S8192 went 75.1 -> 74.9 us (means of 7
+// alternated runs; B8 H64/8 S16384 within 0.1%; kernel-notes d74), and the
+// lone tile's 2 stages need it to keep a tile in flight while one is awaited.
 FMHA_HOST_DEVICE constexpr bool decode_refill_after_compute(int head_dim, DecodeKv kv,
                                                             bool cluster_merge) {
     return (kv == DecodeKv::kPaged && head_dim == 128) || cluster_merge;

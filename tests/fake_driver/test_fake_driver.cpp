@@ -1721,12 +1721,15 @@ TEST_CASE("fake driver: dense hd128 decode takes the narrow tile for one-wave gr
         const std::string tile = r.narrow ? "fmha_decode_narrow_bf16_hd128" : plain;
         // 4 query heads per KV head x T <= 8 rows at hd128 on sm_90: keys on M.
         const bool r8 = r.sm == 90 && hd == 128 && 4 * r.seqlen_q <= 8;
-        // Two splits of the usual tile's keys-on-M grid: clusters of two.
+        // Two splits of the usual tile's keys-on-M grid: clusters of two, on
+        // the lone tile (128 keys) where the grid fits one CTA per SM.
         const bool clustered = r8 && !r.narrow && !r.paged && i.num_splits == 2;
-        CHECK(std::string(i.kernel_name) == (clustered ? std::string("fmha_decode_r8_cluster_bf16_hd128")
-                                             : r8      ? keys_on_m_name(tile)
-                                                       : tile));
-        CHECK(i.tile_n == (r.narrow ? 32 : 64));
+        const bool lone = clustered && r.grid_ctas <= 132;
+        CHECK(std::string(i.kernel_name) == (lone        ? std::string("fmha_decode_r8_cluster_lone_bf16_hd128")
+                                             : clustered ? std::string("fmha_decode_r8_cluster_bf16_hd128")
+                                             : r8        ? keys_on_m_name(tile)
+                                                         : tile));
+        CHECK(i.tile_n == (r.narrow ? 32 : lone ? 128 : 64));
         CHECK(int64_t(i.num_splits) * r.batch * r.kv_heads == r.grid_ctas);
         // Q (16 rows of 136 elements), then 3 stages of 32 K and 32 V rows.
         if (r.narrow)
@@ -1788,7 +1791,9 @@ TEST_CASE("fake driver: decode grids of at most 8 rows per KV head put the keys 
 // Two splits of a keys-on-M hd128 grid over a contiguous cache on sm_90 run
 // as clusters of two CTAs that merge in shared memory (launch_decode.cpp,
 // cluster_merge; kernel-notes d71): one launch with a cluster dimension of
-// (2, 1, 1), programmatic, no combine and no workspace. Other split counts,
+// (2, 1, 1), programmatic, no combine and no workspace; on the lone tile
+// (8 warps, 2 stages of 128 keys) where the grid fits one CTA per SM of the
+// fake's 132 (kernel-notes d75), else on the usual one. Other split counts,
 // the narrow and paged tiles, 16-row tiles and other devices keep the
 // combine kernel.
 TEST_CASE("fake driver: two keys-on-M splits run as clusters of two, with no combine",
@@ -1802,9 +1807,12 @@ TEST_CASE("fake driver: two keys-on-M splits run as clusters of two, with no com
         const char *kernel;
     };
     const Row rows[] = {
-        {90, FMHA_DTYPE_BF16, 8, 1, 8192, 0, false, "fmha_decode_r8_cluster_bf16_hd128"},  // AUTO: 2
-        {90, FMHA_DTYPE_FP16, 8, 1, 8192, 0, false, "fmha_decode_r8_cluster_fp16_hd128"},
-        {90, FMHA_DTYPE_BF16, 8, 2, 8192, 2, false, "fmha_decode_r8_cluster_bf16_hd128"},  // 8 rows
+        {90, FMHA_DTYPE_BF16, 8, 1, 8192, 0, false, "fmha_decode_r8_cluster_lone_bf16_hd128"},  // AUTO: 2
+        {90, FMHA_DTYPE_FP16, 8, 1, 8192, 0, false, "fmha_decode_r8_cluster_lone_fp16_hd128"},
+        {90, FMHA_DTYPE_BF16, 8, 2, 8192, 2, false, "fmha_decode_r8_cluster_lone_bf16_hd128"},  // 8 rows
+        {90, FMHA_DTYPE_BF16, 1, 1, 8192, 2, false, "fmha_decode_r8_cluster_lone_bf16_hd128"},  // 16 CTAs
+        {90, FMHA_DTYPE_BF16, 10, 1, 8192, 2, false, "fmha_decode_r8_cluster_bf16_hd128"},  // 160 CTAs
+        {90, FMHA_DTYPE_FP16, 10, 1, 8192, 2, false, "fmha_decode_r8_cluster_fp16_hd128"},
         {90, FMHA_DTYPE_BF16, 64, 1, 2048, 2, false, "fmha_decode_r8_cluster_bf16_hd128"},
         {90, FMHA_DTYPE_BF16, 8, 1, 8192, 3, false, "fmha_decode_narrow_r8_bf16_hd128"},
         {90, FMHA_DTYPE_BF16, 8, 1, 8192, 4, false, "fmha_decode_narrow_r8_bf16_hd128"},
@@ -1846,6 +1854,13 @@ TEST_CASE("fake driver: two keys-on-M splits run as clusters of two, with no com
         CHECK(decode.cluster[0] == (clustered ? 2u : 1u));
         CHECK(decode.cluster[1] * decode.cluster[2] == 1u);
         CHECK(decode.programmatic == (r.sm >= 90 ? 1 : 0));
+        if (!clustered) continue;
+        // Q (16 rows of 136), then the lone tile's 2 stages of 128 K and 128 V
+        // rows for 8 warps, or the usual 3 stages of 64 for 4.
+        const bool lone = std::string(r.kernel).find("_lone") != std::string::npos;
+        CHECK(decode.block[0] * decode.block[1] * decode.block[2] == (lone ? 256u : 128u));
+        CHECK(decode.shared_bytes == unsigned(16 * 136 * 2 + (lone ? 2 * 2 * 128 : 3 * 2 * 64) * 128 * 2));
+        CHECK(i.tile_n == (lone ? 128 : 64));
     }
 }
 

@@ -515,9 +515,11 @@ TEST_CASE("split-KV: every split count agrees with the reference and with no spl
         CHECK(runs_of("fmha_decode_paired_r8_bf16_hd64") >= 6);
         CHECK(runs_of("fmha_decode_paired_fp16_hd64") >= 6);
         // keys on M on hd128's usual tile (the first case) and narrow one;
-        // its two splits as clusters of two CTAs
+        // its two splits as clusters of two CTAs, on the lone tile (grids of
+        // at most one CTA per SM) and on the usual one (the 160-CTA case)
         CHECK(runs_of("fmha_decode_r8_bf16_hd128") >= 1);
-        CHECK(runs_of("fmha_decode_r8_cluster_bf16_hd128") >= 1);
+        CHECK(runs_of("fmha_decode_r8_cluster_lone_bf16_hd128") >= 1);
+        CHECK(runs_of("fmha_decode_r8_cluster_fp16_hd128") >= 1);
         CHECK(runs_of("fmha_decode_narrow_r8_fp16_hd128") >= 1);
         // hd96 pairs: the one-split runs of the hd96 cases (132 SMs)
         CHECK(runs_of("fmha_decode_paired_bf16_hd96") >= 1);

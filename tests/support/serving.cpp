@@ -1269,9 +1269,10 @@ std::vector<ServingCase> split_suite() {
                         .seqused(used).mask(kBottomRight).sinks());
     }
     // the two splits of a keys-on-M hd128 row block as one cluster of two CTAs
-    // (sm_90: `_r8_cluster`) on short rows: 3 to 7 tiles of 64 keys, so a CTA's
-    // half is at most its pipeline's depth, next to a long row; bf16, softcap
-    // and sinks. Then a left window that starts the keys mid-cache (15 tiles), fp16
+    // (sm_90: `_r8_cluster_lone`, 2 stages of 128 keys, for these grids of at
+    // most one CTA per SM) on short rows: 1 to 4 tiles, so a CTA's half is at
+    // most its pipeline's depth, next to a long row; bf16, softcap and sinks.
+    // Then a left window that starts the keys mid-cache, fp16
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
                     .q(std::vector<int32_t>(6, 1)).k(std::vector<int32_t>(6, 3000))
                     .seqused({129, 256, 300, 383, 420, 3000})
@@ -1279,6 +1280,13 @@ std::vector<ServingCase> split_suite() {
     v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
                     .q({1, 1}).k({3000, 3000}).seqused({3000, 2222})
                     .mask(kBottomRight).window(900));
+    // ... and on the usual 64-key tile (`_r8_cluster`), whose 2 CTAs per SM
+    // keep a 2-split grid of 160 CTAs (80 row blocks) in one wave on 132 SMs;
+    // fp16, softcap, ragged lengths down to one key
+    v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 32, 8)
+                    .q(std::vector<int32_t>(10, 1)).k(std::vector<int32_t>(10, 700))
+                    .seqused({700, 1, 64, 65, 129, 300, 500, 640, 699, 700})
+                    .mask(kBottomRight).softcap(30.0f));
     return seeded(v, 23000);
 }
 

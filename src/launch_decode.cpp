@@ -103,9 +103,10 @@ bool keys_on_m(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bo
 // Two splits of a keys-on-M hd128 grid over a contiguous cache (the usual
 // 64-key tile; the clusters then take cluster_tile's) run as clusters of two
 // CTAs that merge their states in distributed shared memory: no partials in
-// the workspace and no combine launch (kernel-notes d71). On the H200 against the combine kernel, in three
-// calls alternating both libraries: B8 H32/8 S8192 75.6-76.5 -> 75.1-75.9 us,
-// B8 H64/8 S16384 132.8-135.4 -> 132.0-133.7 us (the decode kernel alone, no
+// the workspace and no combine launch (kernel-notes d71). On the H200
+// against the combine kernel, in three calls alternating both libraries
+// (before d75's lone tile): B8 H32/8 S8192 75.6-76.5 -> 75.1-75.9 us, B8
+// H64/8 S16384 132.8-135.4 -> 132.0-133.7 us (the decode kernel alone, no
 // merge at all: 74.6 and 132.1). Needs cluster launches and a decode image
 // compiled for sm_90+ (the cluster instructions); measured there only.
 bool cluster_merge(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv, bool paired,

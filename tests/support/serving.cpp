@@ -1270,8 +1270,8 @@ std::vector<ServingCase> split_suite() {
     }
     // the two splits of a keys-on-M hd128 row block as one cluster of two CTAs
     // (sm_90: `_r8_cluster_lone`, 2 stages of 128 keys, for these grids of at
-    // most one CTA per SM) on short rows: 1 to 4 tiles, so a CTA's half is at
-    // most its pipeline's depth, next to a long row; bf16, softcap and sinks.
+    // most one CTA per SM) on short rows: 2 to 4 tiles, so a CTA's half (1 or 2)
+    // is at most its pipeline's depth, next to a long row; bf16, softcap, sinks.
     // Then a left window that starts the keys mid-cache, fp16
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
                     .q(std::vector<int32_t>(6, 1)).k(std::vector<int32_t>(6, 3000))

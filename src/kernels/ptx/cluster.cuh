@@ -30,6 +30,26 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// cluster_sync in two halves, so that work can run between them. After
+// cluster_arrive, this thread's earlier shared-memory accesses (its reads of
+// a peer's included) are complete for any peer that returns from
+// cluster_wait.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
 // The address of `smem` (a shared::cta address) in CTA `rank`'s shared memory.
 __device__ __forceinline__ uint32_t peer_smem(uint32_t smem, unsigned rank) {
     uint32_t out = smem;

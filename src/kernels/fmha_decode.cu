@@ -35,6 +35,7 @@
 #include "kernels/ptx/cluster.cuh"
 #include "kernels/ptx/grid_dependency.cuh"
 #include "kernels/ptx/math.cuh"
+#include "kernels/ptx/mbarrier.cuh"
 #include "kernels/ptx/mma_sync.cuh"
 #include "kernels/sequence.cuh"
 #include "kernels/tile_traits.h"
@@ -315,6 +316,28 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             q_frag[kk + 1][1] = f[3];
         }
     }
+    // Cluster merge (after the key loop): Q's rows are dead once its
+    // fragments are in registers; they become this CTA's inbox for the
+    // peer's half of the state, with its mbarrier in row 0's padding (never
+    // copied to), armed here for the bytes the peer will push: half of each
+    // query row's O, and its max and sum. The peer pushes only once this CTA
+    // has arrived on the cluster barrier at its last tile.
+    uint64_t *inbox_bar = reinterpret_cast<uint64_t *>(sQ + D);
+    if constexpr (kClusterMerge) {
+        static_assert(kKeysOnM && !kPaired && kRow * 2 >= D * 2 + 16,
+                      "cluster merge: keys on M, unpaired heads, Q rows with 16 bytes of padding");
+        static_assert(kRefillAfterCompute, "cluster merge: no copies in flight at the last tile");
+        if (threadIdx.x == 0) {
+            int rows = 0;
+            for (int r = 0; r < Cfg::BM; ++r)
+                rows += packed_row(m_tile, r, kv_head, group).pos < seq.len_q;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // cluster entry points run on sm_90+ only
+            ptx::mbarrier_init(inbox_bar, 1);
+            ptx::fence_mbarrier_init();
+            ptx::mbarrier_arrive_expect_tx(inbox_bar, uint32_t(rows * (D * 2 + 8)));
+#endif
+        }
+    }
 
     // O's accumulators: 16x8 tiles of O (rows g, g + 8; columns 2t, 2t + 1),
     // or with keys on M of O^T (columns g, g + 8; rows 2t, 2t + 1).
@@ -479,6 +502,12 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         if constexpr (kRefillAfterCompute) {
             ptx::cp_async_wait<kStages - 1>();  // tile i has landed
             __syncthreads();
+            // Cluster merge: Q read, the inbox armed; the peer may push once
+            // it has ended its keys. Not sooner: the arrival's release waits
+            // for this thread's copies in flight (after Q's fragments it cost
+            // B8 H32/8 S8192 1.3 us; kernel-notes d78), and at the last tile,
+            // refilled after compute, there are none.
+            if (kClusterMerge && i == num_tiles - 1) ptx::cluster_arrive();
         } else {
             ptx::cp_async_wait<kStages - 2>();  // tile i has landed
             __syncthreads();                    // and every warp is done with tile i - 1
@@ -614,30 +643,10 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 total > 0.f ? (mm + __log2f(total)) * kLn2 : -CUDART_INF_F;
     };
 
-    // Cluster merge: the two splits of this row block run as one cluster of
-    // two CTAs. Each publishes its rows' state (unnormalized O, max, sum) in
-    // its own shared memory after the key groups' states; then each finishes
-    // half of the row chunks from both states. No partials in global memory,
-    // no combine launch.
-    float *pub_o = red_o + Cfg::kKeyGroups * Cfg::BM * kRedRow;  // [16][D]
-    float *pub_m = pub_o + Cfg::BM * D;                    // [16]
-    float *pub_l = pub_m + Cfg::BM;                        // [16]
-    static_assert(!kClusterMerge || (!kPaired && (Cfg::kKeyGroups * Cfg::BM * (kRedRow + 2) +
-                                                  Cfg::BM * (D + 2)) * 4 <=
-                                                     decode_pipeline_bytes(D, kKv)),
-                  "cluster merge: unpaired heads, the published state after the key groups'");
-
-    // Each thread finishes 8 consecutive columns of one row (cluster merge:
-    // publishes them).
-    const bool to_workspace = dp.partial_o != nullptr;
-    for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
-        const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
-        const PackedRow pr = packed_row(m_tile, row, kv_head, group);
-        if (pr.pos >= seq.len_q) continue;
-        // Paired: only the row's own head's half of O; `oc` is its column chunk.
-        const int half = kPaired ? paired_half(pr.head, group) : 0;
-        if (kPaired && c / (Cfg::kChunks / 2) != half) continue;
-        const int oc = kPaired ? c % (Cfg::kChunks / 2) : c;
+    // The state of row `row`'s columns 8c..8c+7 over this CTA's keys: the
+    // key groups' states merged (m in base-2 units, l the sum at m, out
+    // unnormalized).
+    auto merge_key_groups = [&](int row, int c, float &m_out, float &l_out, float (&out)[8]) {
         float m = -CUDART_INF_F;
 #pragma unroll
         for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) m = fmaxf(m, red_m[kg * Cfg::BM + row]);
@@ -648,7 +657,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             weight[kg] = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(red_m[kg * Cfg::BM + row] - m);
             l += red_l[kg * Cfg::BM + row] * weight[kg];
         }
-        float out[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[e] = 0.f;
 #pragma unroll
         for (int kg = 0; kg < Cfg::kKeyGroups; ++kg) {
             const float4 *src =
@@ -659,16 +669,90 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             out[4] += weight[kg] * y.x; out[5] += weight[kg] * y.y;
             out[6] += weight[kg] * y.z; out[7] += weight[kg] * y.w;
         }
-        if constexpr (kClusterMerge) {
-            float4 *dst = reinterpret_cast<float4 *>(pub_o + row * D + c * 8);
-            dst[0] = make_float4(out[0], out[1], out[2], out[3]);
-            dst[1] = make_float4(out[4], out[5], out[6], out[7]);
-            if (c == 0) {
-                pub_m[row] = m;
-                pub_l[row] = l;
-            }
-            continue;
+        m_out = m;
+        l_out = l;
+    };
+
+    // Cluster merge: the two splits of this row block run as one cluster of
+    // two CTAs, and each finishes half of the row chunks (rank r: chunks c
+    // with c % 2 == r). Each CTA pushes the states of the chunks its peer
+    // finishes into the peer's inbox with asynchronous remote stores that
+    // complete on the peer's inbox mbarrier, waits on its own, and finishes
+    // its chunks from both states. The later CTA of the pair waits for
+    // nothing but its own key-group merge and one push; no cluster barrier
+    // at the end: a CTA exits once its peer's stores into it have landed,
+    // and it reads nothing of the peer's (kernel-notes d78: B8 H32/8 S8192
+    // 0.3 us faster than a pull behind two barriers). No partials in global
+    // memory, no combine launch.
+    if constexpr (kClusterMerge) {
+        const unsigned peer = ptx::cluster_rank() ^ 1u;
+        const uint32_t inbox = ptx::smem_addr(sQ);
+        const uint32_t peer_inbox = ptx::peer_smem(inbox, peer);
+        const uint32_t peer_bar = ptx::peer_smem(ptx::smem_addr(inbox_bar), peer);
+        constexpr uint32_t kInboxRow = kRow * 2;  // bytes; m and l past O's D * 2 bytes
+        constexpr int kPasses = Cfg::BM * Cfg::kChunks / Cfg::kThreads;
+        static_assert(kPasses * Cfg::kThreads == Cfg::BM * Cfg::kChunks && Cfg::kChunks % 2 == 0,
+                      "whole passes, chunks in pairs");
+        float own_o[kPasses][8], own_m[kPasses], own_l[kPasses];
+        bool finishes[kPasses];
+        if (num_tiles == 0) ptx::cluster_arrive();  // no keys: no arrival in the loop
+        ptx::cluster_wait();  // the peer has read its Q and armed its inbox
+#pragma unroll
+        for (int pass = 0; pass < kPasses; ++pass) {
+            const int idx = threadIdx.x + pass * Cfg::kThreads;
+            const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+            const bool valid = packed_row(m_tile, row, kv_head, group).pos < seq.len_q;
+            finishes[pass] = valid && (c & 1) != int(peer);
+            if (!valid) continue;
+            merge_key_groups(row, c, own_m[pass], own_l[pass], own_o[pass]);
+            if (finishes[pass]) continue;
+            const float(&o)[8] = own_o[pass];
+            const uint32_t at = peer_inbox + uint32_t(row) * kInboxRow + uint32_t(c / 2) * 32u;
+            ptx::st_async_peer_f32x4(at, make_float4(o[0], o[1], o[2], o[3]), peer_bar);
+            ptx::st_async_peer_f32x4(at + 16u, make_float4(o[4], o[5], o[6], o[7]), peer_bar);
+            if (c / 2 == 0)  // the row's max and sum, with its first chunk the peer finishes
+                ptx::st_async_peer_f32x2(peer_inbox + uint32_t(row) * kInboxRow + uint32_t(D * 2 + 8),
+                                         own_m[pass], own_l[pass], peer_bar);
         }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        ptx::mbarrier_wait(inbox_bar, 0);  // the peer's states of this CTA's chunks
+#endif
+        const unsigned char *inbox_bytes = reinterpret_cast<const unsigned char *>(sQ);
+#pragma unroll
+        for (int pass = 0; pass < kPasses; ++pass) {
+            if (!finishes[pass]) continue;
+            const int idx = threadIdx.x + pass * Cfg::kThreads;
+            const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+            const unsigned char *inbox_row = inbox_bytes + row * kInboxRow;
+            const float4 *pushed = reinterpret_cast<const float4 *>(inbox_row + (c / 2) * 32);
+            const float2 ml = *reinterpret_cast<const float2 *>(inbox_row + D * 2 + 8);
+            const float4 x1 = pushed[0], y1 = pushed[1];
+            const float m0 = own_m[pass], l0 = own_l[pass], m1 = ml.x, l1 = ml.y;
+            const float(&o0)[8] = own_o[pass];
+            const float m = fmaxf(m0, m1);
+            const float w0 = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(m0 - m);
+            const float w1 = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(m1 - m);
+            const float out[8] = {o0[0] * w0 + x1.x * w1, o0[1] * w0 + x1.y * w1,
+                                  o0[2] * w0 + x1.z * w1, o0[3] * w0 + x1.w * w1,
+                                  o0[4] * w0 + y1.x * w1, o0[5] * w0 + y1.y * w1,
+                                  o0[6] * w0 + y1.z * w1, o0[7] * w0 + y1.w * w1};
+            finish(packed_row(m_tile, row, kv_head, group), c, m, l0 * w0 + l1 * w1, out);
+        }
+        return;
+    }
+
+    // Each thread finishes 8 consecutive columns of one row.
+    const bool to_workspace = dp.partial_o != nullptr;
+    for (int idx = threadIdx.x; idx < Cfg::BM * Cfg::kChunks; idx += Cfg::kThreads) {
+        const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+        const PackedRow pr = packed_row(m_tile, row, kv_head, group);
+        if (pr.pos >= seq.len_q) continue;
+        // Paired: only the row's own head's half of O; `oc` is its column chunk.
+        const int half = kPaired ? paired_half(pr.head, group) : 0;
+        if (kPaired && c / (Cfg::kChunks / 2) != half) continue;
+        const int oc = kPaired ? c % (Cfg::kChunks / 2) : c;
+        float m, l, out[8];
+        merge_key_groups(row, c, m, l, out);
         const int64_t q_row = p.cu_seqlens_q != nullptr
                                   ? seq.q_row0 + pr.pos
                                   : int64_t(batch) * p.seqlen_q + pr.pos;  // row in q_rows
@@ -687,58 +771,6 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         } else {
             finish(pr, oc, m, l, out);
         }
-    }
-    if constexpr (kClusterMerge) {
-        ptx::cluster_sync();  // both CTAs' states are published
-        const unsigned peer = ptx::cluster_rank() ^ 1u;
-        const uint32_t peer_o = ptx::peer_smem(ptx::smem_addr(pub_o), peer);
-        const uint32_t peer_m = ptx::peer_smem(ptx::smem_addr(pub_m), peer);
-        const uint32_t peer_l = ptx::peer_smem(ptx::smem_addr(pub_l), peer);
-        // Rank r finishes the chunks idx with idx % 2 == r. The peer's state
-        // is read first, so that the closing barrier's arrival goes out
-        // before the O stores and the peer's wait overlaps them (kernel-notes
-        // d76: B8 H32/8 S8192 0.15-0.18 us faster on the H200, means of 4
-        // and 6 runs in two calls alternating with the whole barrier after).
-        constexpr int kPasses = Cfg::BM * Cfg::kChunks / Cfg::kThreads;
-        static_assert(kPasses * Cfg::kThreads == Cfg::BM * Cfg::kChunks, "whole passes");
-        float4 peer_x[kPasses], peer_y[kPasses];
-        float peer_row_m[kPasses], peer_row_l[kPasses];
-        bool finishes[kPasses];
-#pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-            const int idx = threadIdx.x + pass * Cfg::kThreads;
-            const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
-            finishes[pass] = (idx & 1) != int(peer) &&
-                             packed_row(m_tile, row, kv_head, group).pos < seq.len_q;
-            if (!finishes[pass]) continue;
-            const uint32_t at = 4u * uint32_t(row * D + c * 8);
-            peer_x[pass] = ptx::ld_peer_f32x4(peer_o + at);
-            peer_y[pass] = ptx::ld_peer_f32x4(peer_o + at + 16);
-            peer_row_m[pass] = ptx::ld_peer_f32(peer_m + 4u * row);
-            peer_row_l[pass] = ptx::ld_peer_f32(peer_l + 4u * row);
-        }
-        ptx::cluster_arrive();  // this CTA has read the peer's state
-#pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-            if (!finishes[pass]) continue;
-            const int idx = threadIdx.x + pass * Cfg::kThreads;
-            const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
-            const PackedRow pr = packed_row(m_tile, row, kv_head, group);
-            const float4 x1 = peer_x[pass], y1 = peer_y[pass];
-            const float m1 = peer_row_m[pass], l1 = peer_row_l[pass];
-            const float4 *mine = reinterpret_cast<const float4 *>(pub_o + row * D + c * 8);
-            const float4 x0 = mine[0], y0 = mine[1];
-            const float m0 = pub_m[row], l0 = pub_l[row];
-            const float m = fmaxf(m0, m1);
-            const float w0 = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(m0 - m);
-            const float w1 = m == -CUDART_INF_F ? 0.f : ptx::exp2_approx(m1 - m);
-            const float out[8] = {x0.x * w0 + x1.x * w1, x0.y * w0 + x1.y * w1,
-                                  x0.z * w0 + x1.z * w1, x0.w * w0 + x1.w * w1,
-                                  y0.x * w0 + y1.x * w1, y0.y * w0 + y1.y * w1,
-                                  y0.z * w0 + y1.z * w1, y0.w * w0 + y1.w * w1};
-            finish(pr, c, m, l0 * w0 + l1 * w1, out);
-        }
-        ptx::cluster_wait();  // the peer has read this CTA's state: it may exit
     }
 }
 

@@ -1,7 +1,7 @@
-// Thread-block clusters (sm_90+): rank, barrier, and loads from a peer
-// CTA's shared memory. Only entry points launched with a cluster dimension,
-// from images compiled for sm_90+, use them; before sm_90 the barrier is a
-// trap and the rest compile to placeholders.
+// Thread-block clusters (sm_90+): rank, barrier, and asynchronous stores into
+// a peer CTA's shared memory. Only entry points launched with a cluster
+// dimension, from images compiled for sm_90+, use them; before sm_90 the
+// barrier and the stores are traps and the rest compile to placeholders.
 #pragma once
 
 #include <cstdint>
@@ -18,22 +18,10 @@ __device__ __forceinline__ unsigned cluster_rank() {
 #endif
 }
 
-// Every thread of every CTA of the cluster; shared-memory writes before it
-// are visible to the peers' reads after it.
-__device__ __forceinline__ void cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "barrier.cluster.arrive.release.aligned;\n"
-        "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#else
-    __trap();
-#endif
-}
-
-// cluster_sync in two halves, so that work can run between them. After
-// cluster_arrive, this thread's earlier shared-memory accesses (its reads of
-// a peer's included) are complete for any peer that returns from
-// cluster_wait.
+// The cluster barrier in two halves, so that work can run between them.
+// After cluster_arrive, this thread's earlier shared-memory accesses are
+// complete for any peer that returns from cluster_wait. The arrival's release
+// also waits for the thread's cp.async copies in flight: arrive where none are.
 __device__ __forceinline__ void cluster_arrive() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
@@ -59,23 +47,28 @@ __device__ __forceinline__ uint32_t peer_smem(uint32_t smem, unsigned rank) {
     return out;
 }
 
-__device__ __forceinline__ float ld_peer_f32(uint32_t addr) {
-    float v = 0.f;
+// Asynchronous stores into a peer CTA's shared memory (`addr`, from
+// peer_smem) that complete their bytes on the peer's mbarrier `peer_bar`
+// (also from peer_smem): the peer learns they have landed by waiting on it.
+__device__ __forceinline__ void st_async_peer_f32x4(uint32_t addr, float4 v, uint32_t peer_bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+        "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(peer_bar)
+        : "memory");
+#else
+    __trap();
 #endif
-    return v;
 }
 
-__device__ __forceinline__ float4 ld_peer_f32x4(uint32_t addr) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+__device__ __forceinline__ void st_async_peer_f32x2(uint32_t addr, float x, float y, uint32_t peer_bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(addr)
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(addr),
+                 "f"(x), "f"(y), "r"(peer_bar)
                  : "memory");
+#else
+    __trap();
 #endif
-    return v;
 }
 
 }  // namespace fmha::ptx

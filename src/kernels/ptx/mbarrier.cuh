@@ -1,5 +1,6 @@
 // mbarrier wrappers (sm_90): the handshake between the TMA producer and the
-// consumer warpgroups. One instruction each, no logic.
+// consumer warpgroups, and the decode cluster's inbox. One instruction each,
+// no logic.
 #pragma once
 #include <stdint.h>
 

@@ -331,11 +331,9 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             int rows = 0;
             for (int r = 0; r < Cfg::BM; ++r)
                 rows += packed_row(m_tile, r, kv_head, group).pos < seq.len_q;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // cluster entry points run on sm_90+ only
             ptx::mbarrier_init(inbox_bar, 1);
             ptx::fence_mbarrier_init();
             ptx::mbarrier_arrive_expect_tx(inbox_bar, uint32_t(rows * (D * 2 + 8)));
-#endif
         }
     }
 
@@ -714,9 +712,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                 ptx::st_async_peer_f32x2(peer_inbox + uint32_t(row) * kInboxRow + uint32_t(D * 2 + 8),
                                          own_m[pass], own_l[pass], peer_bar);
         }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         ptx::mbarrier_wait(inbox_bar, 0);  // the peer's states of this CTA's chunks
-#endif
         const unsigned char *inbox_bytes = reinterpret_cast<const unsigned char *>(sQ);
 #pragma unroll
         for (int pass = 0; pass < kPasses; ++pass) {

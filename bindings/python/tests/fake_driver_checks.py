@@ -171,6 +171,34 @@ def check_attention_bhsd_and_views() -> None:
     fmha.attention(view, k.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), out=FakeCAI([B, SQ, HQ, D], ptr=O_PTR))
 
 
+def stream_waits() -> list:
+    pairs = (ctypes.c_longlong * 2 * 64)()
+    n = _fake.fake_cuda_stream_waits(pairs)
+    return [(int(pairs[i][0]), int(pairs[i][1])) for i in range(n)]
+
+
+def check_attention_waits_for_cai_producer_streams() -> None:
+    # __cuda_array_interface__ v3: an array naming the stream its data is
+    # produced on must have the run's stream wait for that one first (an
+    # event recorded there), unless they are the same stream.
+    _fake.fake_cuda_set_current(0)  # what the producer's framework leaves current
+    _fake.fake_cuda_live_events.restype = ctypes.c_int
+    q = FakeCAI([B, SQ, HQ, D], ptr=Q_PTR, stream=0x7700)
+    k, v = FakeCAI([B, SK, HKV, D], ptr=K_PTR), FakeCAI([B, SK, HKV, D], ptr=V_PTR, stream=2)
+    o = FakeCAI([B, SQ, HQ, D], ptr=O_PTR, stream=0x990)
+    before = launches()
+    fmha.attention(q, k, v, out=o, stream=0x990)
+    assert launches() > before and last_stream() == 0x990
+    assert stream_waits() == [(0x990, 0x7700), (0x990, 2)], stream_waits()  # o's own stream: no wait
+    assert _fake.fake_cuda_live_events() == 0
+    # Stream 1 (the protocol's legacy default stream) is libfmha's stream 0.
+    plain = [FakeCAI(t.shape, ptr=t.ptr) for t in (k, v, o)]
+    fmha.attention(FakeCAI([B, SQ, HQ, D], ptr=Q_PTR, stream=1), *plain[:2], out=plain[2])
+    assert last_stream() == 0 and len(stream_waits()) == 2, stream_waits()
+    expect(ValueError, fmha.attention, FakeCAI([B, SQ, HQ, D], ptr=Q_PTR, stream=0), *plain[:2], out=plain[2],
+           match="not a stream handle")
+
+
 def check_attention_on_dlpack() -> None:
     q = FakeDLPack([B, SQ, HQ, D], ptr=Q_PTR)
     k = FakeDLPack([B, SK, HKV, D], ptr=K_PTR)
@@ -369,6 +397,10 @@ def check_call_key_reads_options_by_value() -> None:
         assert key(StubTensor(0x1000, ())) is None
         assert key([1, 2]) is None
         assert cache.key("kvcache", (q, q, q, [1]) + (None,) * 7, ()) is None
+        # A workspace given as an address: a remembered form would read it as
+        # a tensor, so the call takes the checked path every time.
+        assert cache.key("attention", (q, q, q) + (None,) * 7 + (WS_PTR,), ()) is None
+        assert cache.key("attention", (q, q, q) + (None,) * 7 + (StubTensor(WS_PTR, (64,)),), ()) is not None
 
 
 # ---------------------------------------------------------------- close() during runs

@@ -10,7 +10,10 @@
  * Knobs (read at each call): FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_SM
  * (default 80), FAKE_CUDA_VERSION (default 12080).
  * Inspection: fake_cuda_launches(), fake_cuda_last_stream(),
- * fake_cuda_last_grid(int[3]), fake_cuda_set_current(ordinal or -1).
+ * fake_cuda_last_grid(int[3]), fake_cuda_set_current(ordinal or -1),
+ * fake_cuda_stream_waits(int64 out[][2]): the (waiting stream, producer
+ * stream) pairs of the event functions the Python binding calls directly
+ * (exported by name, as libcuda.so.1 exports them), fake_cuda_live_events().
  *
  * Only the types' ABI matters here, so cuda.h is not needed.
  */
@@ -161,7 +164,62 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char *
     return 500;              /* CUDA_ERROR_NOT_FOUND */
 }
 
+/* The event functions the Python binding loads by name to order a
+ * __cuda_array_interface__ producer's stream before the run's. An event
+ * token remembers the stream it was recorded on. */
+#define MAX_WAITS 64
+static void *g_event_stream[MAX_WAITS];
+static int g_event_used[MAX_WAITS];
+static long long g_waits[MAX_WAITS][2];
+static int g_wait_count;
+static int g_live_events;
+
+__attribute__((visibility("default"))) CUresult cuEventCreate(void **event, unsigned flags) {
+    (void)flags;
+    if (!g_depth) return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < MAX_WAITS; ++i) {
+        if (!g_event_used[i]) {
+            g_event_used[i] = 1;
+            g_event_stream[i] = NULL;
+            *event = &g_event_used[i];
+            ++g_live_events;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+static int event_index(void *event) {
+    long i = (int *)event - g_event_used;
+    return i >= 0 && i < MAX_WAITS && g_event_used[i] ? (int)i : -1;
+}
+__attribute__((visibility("default"))) CUresult cuEventRecord(void *event, CUstream s) {
+    int i = event_index(event);
+    if (i < 0) return CUDA_ERROR_INVALID_VALUE;
+    g_event_stream[i] = s;
+    return CUDA_SUCCESS;
+}
+__attribute__((visibility("default"))) CUresult cuStreamWaitEvent(CUstream s, void *event, unsigned flags) {
+    int i = event_index(event);
+    if (i < 0 || flags || g_wait_count == MAX_WAITS) return CUDA_ERROR_INVALID_VALUE;
+    g_waits[g_wait_count][0] = (long long)(uintptr_t)s;
+    g_waits[g_wait_count][1] = (long long)(uintptr_t)g_event_stream[i];
+    ++g_wait_count;
+    return CUDA_SUCCESS;
+}
+__attribute__((visibility("default"))) CUresult cuEventDestroy_v2(void *event) {
+    int i = event_index(event);
+    if (i < 0) return CUDA_ERROR_INVALID_VALUE;
+    g_event_used[i] = 0;
+    --g_live_events;
+    return CUDA_SUCCESS;
+}
+
 /* Inspection helpers for the tests. */
+__attribute__((visibility("default"))) int fake_cuda_stream_waits(long long out[][2]) {
+    memcpy(out, g_waits, sizeof g_waits[0] * (size_t)g_wait_count);
+    return g_wait_count;
+}
+__attribute__((visibility("default"))) int fake_cuda_live_events(void) { return g_live_events; }
 __attribute__((visibility("default"))) long fake_cuda_launches(void) {
     return __atomic_load_n(&g_launches, __ATOMIC_SEQ_CST);
 }

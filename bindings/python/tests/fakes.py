@@ -34,8 +34,10 @@ class FakeCAI:
         ptr: int = 0x7F0000000000,
         readonly: bool = False,
         device: Optional[int] = None,
+        stream: Optional[int] = None,  # v3 "stream": where the data is produced
     ) -> None:
         self.shape = tuple(shape)
+        self.stream = stream
         self.strides = None if strides is None else tuple(strides)
         self.typestr = typestr
         self.ptr = ptr
@@ -52,6 +54,7 @@ class FakeCAI:
             "data": (self.ptr, self.readonly),
             "strides": None if self.strides is None else tuple(s * itemsize for s in self.strides),
             "version": 3,
+            "stream": self.stream,
         }
 
     def view(self, index: Sequence[slice]) -> "FakeCAI":

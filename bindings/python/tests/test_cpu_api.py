@@ -136,6 +136,16 @@ def test_check_support_head_dims(head_dim: int) -> None:
     assert fmha.check_support(**{**PROBLEM, "head_dim": head_dim}).ok
 
 
+@pytest.mark.parametrize("scale", [float("inf"), float("nan"), -1.0])
+def test_check_support_returns_the_verdict_on_a_bad_scale(scale: float) -> None:
+    # A value the library rejects is its verdict to return, not an exception
+    # of the Python side (only softmax_scale=0, which the descriptor cannot
+    # express, raises).
+    ok, status, message = fmha.check_support(**PROBLEM, softmax_scale=scale)
+    assert not ok and status == fmha.Status.INVALID_ARGUMENT
+    assert "softmax_scale" in message
+
+
 def test_check_support_head_dim_80_not_supported() -> None:
     ok, status, message = fmha.check_support(**{**PROBLEM, "head_dim": 80})
     assert not ok
@@ -347,6 +357,13 @@ def test_attention_checks_before_calling_the_library() -> None:
         fmha.attention(q, k, v, out=o, lse_out=FakeCAI([B, SQ, HQ], typestr="<f4"))
     with pytest.raises(ValueError, match="different devices"):
         fmha.attention(FakeCAI([B, SQ, HQ, D], device=0), FakeCAI([B, SK, HKV, D], device=1), v, out=o)
+    # Every buffer the kernel touches must be on q's device: the library
+    # gets bare addresses and could not tell.
+    on0 = [FakeCAI(t.shape, device=0) for t in (q, k, v, o)]
+    with pytest.raises(ValueError, match="lse_out is on device 1, q on device 0"):
+        fmha.attention(*on0[:3], out=on0[3], lse_out=FakeCAI([B, HQ, SQ], typestr="<f4", device=1))
+    with pytest.raises(ValueError, match="sinks is on device 1, q on device 0"):
+        fmha.attention(*on0[:3], out=on0[3], sinks=FakeCAI([HQ], typestr="<f4", device=1))
     with pytest.raises(ValueError, match="invalid layout"):
         fmha.attention(q, k, v, out=o, layout="sbhd")
     with pytest.raises(TypeError, match="expected a torch.Tensor"):

@@ -157,6 +157,9 @@ def test_attention_varlen_checks_before_calling_the_library() -> None:
         fmha.attention_varlen(q, k, v, cq, ck, -1, MAXK, out=o)
     with pytest.raises(ValueError, match="different devices"):
         fmha.attention_varlen(q, k, v, i32(B + 1, device=0), i32(B + 1, device=1), MAXQ, MAXK, out=o)
+    with pytest.raises(ValueError, match="lse_out is on device 1, q on device 0"):
+        fmha.attention_varlen(q, k, v, i32(B + 1, device=0), i32(B + 1, device=0), MAXQ, MAXK, out=o,
+                              lse_out=f32(HQ, TOTAL_Q, device=1))
     with pytest.raises(ValueError, match="invalid kernel"):
         fmha.attention_varlen(q, k, v, cq, ck, MAXQ, MAXK, out=o, kernel="fastest")
 

@@ -12,7 +12,7 @@ import operator
 import sys
 from typing import Any, ContextManager, Optional, cast
 
-__all__ = ["framework_of", "stream_handle", "resolve_stream", "device_guard"]
+__all__ = ["framework_of", "stream_handle", "resolve_stream", "device_guard", "wait_for_stream"]
 
 
 def framework_of(obj: Any) -> Optional[str]:
@@ -87,3 +87,65 @@ def device_guard(like: Any, device: Optional[int]) -> ContextManager[Any]:
     if framework == "cupy":
         return cast(ContextManager[Any], sys.modules["cupy"].cuda.Device(device))
     return contextlib.nullcontext()
+
+
+# CUstream handles the driver reads as the default streams (and the
+# __cuda_array_interface__ v3 "stream" values for them).
+_STREAM_LEGACY, _STREAM_PER_THREAD = 1, 2
+_CU_EVENT_DISABLE_TIMING = 2
+
+
+class _EventApi:
+    """The four driver entry points ``wait_for_stream`` needs, from the
+    driver libfmha opens ($FMHA_LIBCUDA, else libcuda.so.1); loaded on first
+    use, which only arrays that name a producer stream reach."""
+
+    def __init__(self) -> None:
+        import os  # noqa: PLC0415
+
+        lib = ctypes.CDLL(os.environ.get("FMHA_LIBCUDA") or "libcuda.so.1")
+        vp, u32 = ctypes.c_void_p, ctypes.c_uint
+        self.create = self._entry(lib, "cuEventCreate", [ctypes.POINTER(vp), u32])
+        self.record = self._entry(lib, "cuEventRecord", [vp, vp])
+        self.wait = self._entry(lib, "cuStreamWaitEvent", [vp, vp, u32])
+        self.destroy = self._entry(lib, "cuEventDestroy_v2", [vp])
+
+    @staticmethod
+    def _entry(lib: Any, name: str, argtypes: Any) -> Any:
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, ctypes.c_int
+        return fn
+
+
+_event_api: Optional[_EventApi] = None
+
+
+def _same_stream(a: int, b: int) -> bool:
+    legacy = (0, _STREAM_LEGACY)  # libfmha reads 0 as the legacy default stream
+    return a == b or (a in legacy and b in legacy)
+
+
+def wait_for_stream(producer: int, consumer: int, what: str) -> None:
+    """Make ``consumer`` wait for the work enqueued so far on ``producer``
+    (both CUstream handles), as the __cuda_array_interface__ v3 protocol asks
+    of a consumer whose array names a producer stream: an event recorded on
+    the producer and waited for on the consumer. Needs a current context (the
+    producer's framework made one current when it made the array)."""
+    global _event_api
+    if _same_stream(producer, consumer):
+        return
+    if _event_api is None:
+        try:
+            _event_api = _EventApi()
+        except (OSError, AttributeError) as exc:
+            raise RuntimeError(f"{what} names producer stream {producer:#x}, and the CUDA driver's event "
+                               f"functions to wait for it could not be loaded: {exc}") from None
+    api = _event_api
+    event = ctypes.c_void_p()
+    status = api.create(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING)
+    if status == 0:
+        status = api.record(event, producer) or api.wait(consumer or None, event, 0)
+        api.destroy(event)  # released once the wait is done with it
+    if status != 0:
+        raise RuntimeError(f"{what} names producer stream {producer:#x}: waiting for it on stream "
+                           f"{consumer:#x} failed with CUresult {status}")

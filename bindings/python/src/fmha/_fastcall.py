@@ -243,6 +243,9 @@ class CallCache:
         if torch is None:
             return None
         tensor_type = torch.Tensor
+        workspace = tensors[WORKSPACE]
+        if workspace is not None and type(workspace) is not tensor_type:
+            return None  # an address (int) or another framework's buffer: a run reads it as a tensor
         try:
             # slot_key and option_key with their common cases inline: this
             # runs on every call of a serving loop.

@@ -17,7 +17,7 @@ from ._cuda import device_guard, framework_of, resolve_stream
 from ._fastcall import CallCache
 from .plan import CacheInfo, Plan, PlanCache
 from .problem import layout_strides, make_descriptor, parse_dtype, parse_layout, parse_mask
-from .tensors import TensorView, view
+from .tensors import TensorView, view, wait_for_producers
 
 __all__ = [
     "attention",
@@ -122,6 +122,13 @@ def _common_device(views: Sequence[Optional[TensorView]], what: str) -> Optional
     return next(iter(devices)) if devices else None
 
 
+def _check_device(v: Optional[TensorView], name: str, device: Optional[int]) -> None:
+    """A buffer the kernel reads or writes must be on q's device: the
+    library receives bare addresses and cannot tell."""
+    if v is not None and device is not None and v.device is not None and v.device != device:
+        raise ValueError(f"{name} is on device {v.device}, q on device {device}")
+
+
 def _float32_vector(obj: Any, name: str, length: int, stream_ptr: int) -> TensorView:
     sv = view(obj, name, stream_ptr)
     if sv.dtype_name != "float32":
@@ -147,15 +154,14 @@ def _out_view(out: Any, q: TensorView, shape: Tuple[int, ...], device: Optional[
         raise TypeError(f"out must have q's dtype {q.dtype_name}, got {ov.dtype_name}")
     if ov.shape != shape:
         raise ValueError(f"out must have shape {_shape_text(shape, what)}, got {ov.shape}")
-    if device is not None and ov.device is not None and ov.device != device:
-        raise ValueError(f"out is on device {ov.device}, q on device {device}")
+    _check_device(ov, "out", device)
     if ov.readonly:
         raise ValueError("out is read-only")
     return ov
 
 
-def _lse_view(lse_out: Any, return_lse: bool, q: TensorView, shape: Tuple[int, ...], stream_ptr: int,
-              what: str = "") -> Tuple[bool, Optional[TensorView]]:
+def _lse_view(lse_out: Any, return_lse: bool, q: TensorView, shape: Tuple[int, ...], device: Optional[int],
+              stream_ptr: int, what: str = "") -> Tuple[bool, Optional[TensorView]]:
     write_lse = bool(return_lse) or lse_out is not None
     if lse_out is None:
         if write_lse and framework_of(q.source) != "torch":
@@ -168,6 +174,7 @@ def _lse_view(lse_out: Any, return_lse: bool, q: TensorView, shape: Tuple[int, .
         raise ValueError(
             f"lse_out must be a contiguous float32 tensor of shape {_shape_text(shape, what)}, got shape {lv.shape}"
         )
+    _check_device(lv, "lse_out", device)
     if lv.readonly:
         raise ValueError("lse_out is read-only")
     return write_lse, lv
@@ -214,8 +221,9 @@ def _prepare(
         o_strides = _dims(ov, layout, "out").strides
     else:  # torch input: out will be allocated dense in layout
         o_strides = layout_strides(layout, dq.seq, dq.heads, dvv.dim).as_tuple()
-    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, stream_ptr)
+    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, device, stream_ptr)
     sv = _float32_vector(sinks, "sinks", dq.heads, stream_ptr) if sinks is not None else None
+    _check_device(sv, "sinks", device)
 
     descriptor = make_descriptor(
         batch=dq.batch,
@@ -295,7 +303,11 @@ def _allocate_workspace(call: _Call, size: int) -> Any:
         return ws
     if framework == "cupy":
         cupy = sys.modules["cupy"]
-        return cupy.empty((size,), dtype=cupy.uint8)
+        # CuPy's pool reuses a freed block in the order of the stream it was
+        # allocated on: that must be the run's stream, or another allocation
+        # could take the workspace while the kernel still uses it.
+        with cupy.cuda.ExternalStream(call.stream):
+            return cupy.empty((size,), dtype=cupy.uint8)
     raise ValueError(f"this problem needs {size} bytes of device workspace: pass workspace=")
 
 
@@ -340,6 +352,11 @@ def _plan_and_workspace(call: _Call, workspace: Any, allocated: Sequence[Any]) -
     for t in allocated:
         _record_stream(t, call.stream)
     return plan, workspace
+
+
+def _views_of(call: _Call) -> List[Optional[TensorView]]:
+    """Every buffer of ``call`` the run reads or writes, as given."""
+    return [call.q, call.k, call.v, call.out, call.lse, call.sinks, *call.arrays.values()]
 
 
 def _remember(key: Any, call: _Call, plan: Plan, workspace: Any, lse_out: Any, return_lse: bool) -> None:
@@ -455,6 +472,7 @@ def attention(
     out, out_ptr, lse, lse_ptr, allocated = _outputs(call, out, lse_out)
     with device_guard(q, call.device):
         plan, workspace = _plan_and_workspace(call, workspace, allocated)
+        wait_for_producers(_views_of(call), call.stream)
         # Raw addresses: the views (and any DLPack capsules) live in `call`.
         plan.run(call.q.ptr, call.k.ptr, call.v.ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream,
                  sinks=call.sinks.ptr if call.sinks is not None else None)

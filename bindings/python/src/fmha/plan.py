@@ -33,7 +33,7 @@ from ._cuda import resolve_stream
 from .problem import copy_descriptor, descriptor_key, make_descriptor, make_merge_descriptor
 from ._lru import BoundedLru
 from .errors import error_for_status
-from .tensors import data_pointer, nbytes, view
+from .tensors import data_pointer, nbytes, view, wait_for_producers
 
 __all__ = ["PlanInfo", "Plan", "MergePlan", "PlanCache", "CacheInfo"]
 
@@ -325,6 +325,7 @@ class Plan(_PlanHandle):
                 ws_bytes = self._workspace_size if workspace_bytes is None else workspace_bytes
             else:
                 ws_view = view(workspace, "workspace", stream_ptr)
+                wait_for_producers([ws_view], stream_ptr)
                 keep.append(ws_view.keepalive)
                 ws_ptr = ws_view.ptr
                 ws_bytes = nbytes(ws_view) if workspace_bytes is None else workspace_bytes

@@ -56,7 +56,6 @@ Default strides (for tensors whose strides are not given) are dense in
 from __future__ import annotations
 
 import ctypes
-import math
 import operator
 from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -349,9 +348,7 @@ def make_descriptor(
             raise ValueError(
                 "softmax_scale=0 cannot be expressed (the library reads 0 as 1/sqrt(head_dim)); pass None for that"
             )
-        if not math.isfinite(scale):
-            raise ValueError(f"softmax_scale must be finite, got {scale}")
-        desc.softmax_scale = scale
+        desc.softmax_scale = scale  # NaN, inf and negative scales: the library says why not
     if mask is not None:
         desc.mask = parse_mask(mask, desc.seqlen_q, desc.seqlen_k)
     if write_lse:

@@ -63,6 +63,7 @@ from .api import (
     _record_stream,
     _remember,
     _run_remembered,
+    _views_of,
 )
 from .plan import MergePlan
 from .problem import (
@@ -74,7 +75,7 @@ from .problem import (
     parse_mask,
 )
 from .errors import to_status
-from .tensors import TensorView, view
+from .tensors import TensorView, view, wait_for_producers
 
 __all__ = [
     "attention_varlen",
@@ -156,9 +157,12 @@ def _execute(call: _Call, out: Any, lse_out: Any, workspace: Any, return_lse: bo
                 k_ptr = k_ptr or call.q.ptr
                 v_ptr = v_ptr or call.q.ptr
             arrays = {name: av.ptr for name, av in call.arrays.items()}
+            wait_for_producers(_views_of(call), call.stream)
             plan.run(call.q.ptr, k_ptr, v_ptr, out_ptr, lse=lse_ptr, workspace=workspace, stream=call.stream,
                      sinks=call.sinks.ptr if call.sinks is not None else None, **arrays)
-        if k_ptr == call.k.ptr and v_ptr == call.v.ptr:  # no stand-in address
+        # Not when K or V has no row: whether the library got a stand-in
+        # address depends on the tensors' addresses, which the key leaves out.
+        if 0 not in call.k.shape and 0 not in call.v.shape:
             _remember(key, call, plan, user_workspace, lse_out, return_lse)
     if return_lse:
         return out, lse
@@ -214,7 +218,7 @@ def _prepare_varlen(
     lse_shape = (hq, total_q)
     ov = _out_view(out, qv, out_shape, device, stream_ptr)
     o_strides = _packed(ov if ov is not None else _contiguous(qv, out_shape), "out")[3]
-    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, stream_ptr, "[num_q_heads, total_q]")
+    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, device, stream_ptr, "[num_q_heads, total_q]")
 
     mask = _varlen_mask(causal, arrays["cu_seqlens_q"], arrays["cu_seqlens_k"], seqused_k)
     descriptor = make_descriptor(
@@ -431,7 +435,7 @@ def _prepare_kvcache(
     ov = _out_view(out, qv, out_shape, device, stream_ptr)
     ov_or_new = ov if ov is not None else _contiguous(qv, out_shape)
     o_strides = _packed(ov_or_new, "out")[3] if varlen_q else _dims(ov_or_new, "bshd", "out").strides
-    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, stream_ptr, lse_what)
+    write_lse, lv = _lse_view(lse_out, return_lse, qv, lse_shape, device, stream_ptr, lse_what)
 
     descriptor = make_descriptor(
         batch=batch, num_q_heads=hq, num_kv_heads=dk.heads, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
@@ -625,7 +629,7 @@ def merge(
 
     ov = _out_view(out, o0, o0.shape, device, stream_ptr)
     o_strides = dims(ov if ov is not None else _contiguous(o0, o0.shape), "out")[4]
-    write_lse, lv = _lse_view(lse_out, return_lse, o0, lse_shape, stream_ptr,
+    write_lse, lv = _lse_view(lse_out, return_lse, o0, lse_shape, device, stream_ptr,
                               "[num_heads, total_q]" if packed else "[batch, num_heads, seqlen_q]")
     descriptor = make_merge_descriptor(
         batch=batch, seqlen_q=seqlen, num_heads=heads, head_dim=hd, num_parts=n, dtype=dtype,
@@ -654,6 +658,7 @@ def merge(
         plan: MergePlan = _PLAN_CACHE.get(descriptor, cache=device is not None)
         for t in allocated:
             _record_stream(t, stream_ptr)
+        wait_for_producers([*ovs, *lvs, ov, lv], stream_ptr)
         plan.run([v.ptr for v in ovs], [v.ptr for v in lvs], out_ptr, lse=lse_ptr, stream=stream_ptr)
     if return_lse:
         return out, lse

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 from . import _dlpack
-from ._cuda import framework_of
+from ._cuda import framework_of, wait_for_stream
 
-__all__ = ["TensorView", "view", "data_pointer", "nbytes", "is_torch_tensor"]
+__all__ = ["TensorView", "view", "data_pointer", "nbytes", "is_torch_tensor", "wait_for_producers"]
 
 _CAI_TYPES = {
     "f2": "float16",
@@ -53,6 +53,9 @@ class TensorView:
         device: CUDA ordinal when the object tells it, else None.
         readonly: True when the producer marked the memory read-only.
         keepalive: what must stay referenced while ``ptr`` is used.
+        producer_stream: the stream the data is produced on, where a
+            ``__cuda_array_interface__`` (v3) names one: a run on another
+            stream must wait for it (:func:`wait_for_producers`).
     """
 
     source: Any
@@ -65,6 +68,7 @@ class TensorView:
     device: Optional[int]
     readonly: bool = False
     keepalive: Any = None
+    producer_stream: Optional[int] = None
 
     @property
     def ndim(self) -> int:
@@ -118,6 +122,11 @@ def _cai_view(obj: Any, name: str) -> TensorView:
     iface = obj.__cuda_array_interface__
     if iface.get("mask") is not None:
         raise ValueError(f"{name}: masked arrays (__cuda_array_interface__ 'mask') are not supported")
+    producer = iface.get("stream")  # v3: the stream the data is produced on
+    if producer is not None and (isinstance(producer, bool) or not isinstance(producer, int)
+                                 or not 0 < producer < 2**64):
+        raise ValueError(f"{name}: __cuda_array_interface__ stream {producer!r} is not a stream handle "
+                         "(the protocol allows None, 1, 2 or a CUstream)")
     typestr = str(iface["typestr"])
     shape = tuple(int(x) for x in iface["shape"])
     if typestr[:1] == ">":
@@ -153,6 +162,7 @@ def _cai_view(obj: Any, name: str) -> TensorView:
         itemsize=itemsize,
         device=_ordinal(getattr(obj, "device", None)),
         readonly=bool(readonly),
+        producer_stream=producer,
     )
 
 
@@ -188,6 +198,8 @@ def view(obj: Any, name: str = "tensor", stream: Optional[int] = None) -> Tensor
 
     ``stream`` (a CUstream handle, 0 = legacy default) is only used for
     DLPack producers, which make their pending work visible to that stream.
+    A ``__cuda_array_interface__`` producer's stream is only recorded
+    (``producer_stream``): :func:`wait_for_producers` orders it.
     Raises ``TypeError`` for unsupported objects and ``ValueError`` for
     tensors that are not on a CUDA device.
     """
@@ -222,7 +234,21 @@ def data_pointer(obj: Any, name: str = "tensor", stream: Optional[int] = None) -
             raise ValueError(f"{name} must be on a CUDA device, got device {obj.device}")
         return int(obj.data_ptr()), None
     v = view(obj, name, stream)
+    if stream is not None:
+        wait_for_producers([v], stream)
     return v.ptr, v.keepalive
+
+
+def wait_for_producers(views: Any, stream: int) -> None:
+    """Have ``stream`` wait for the producer streams the views name (each
+    distinct one once; none for torch, DLPack or streams equal to
+    ``stream``). Called just before a run is enqueued."""
+    waited = set()
+    for v in views:
+        producer = None if v is None else v.producer_stream
+        if producer is not None and producer not in waited:
+            waited.add(producer)
+            wait_for_stream(producer, stream, "a __cuda_array_interface__ array")
 
 
 def nbytes(v: TensorView) -> int:

@@ -18,10 +18,16 @@ template <typename T>
 fmha_status init_struct(T *s, uint32_t version, size_t size, const char *name) {
     fmha::clear_error();
     if (s == nullptr) return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT, "%s is NULL", name);
-    if (size == 0)
-        return fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
-                          "%s version %u is unknown: this library knows versions 1 to %u", name,
-                          version, current_version(s));
+    if (size == 0) {
+        const uint32_t latest = current_version(s);
+        return latest == 1 ? fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
+                                        "%s version %u is unknown: this library knows version 1",
+                                        name, version)
+                           : fmha::fail(FMHA_STATUS_VERSION_MISMATCH,
+                                        "%s version %u is unknown: this library knows versions 1 "
+                                        "to %u",
+                                        name, version, latest);
+    }
     std::memset(s, 0, size);  // only the caller's version: an older struct is shorter
     s->version = version;
     return FMHA_STATUS_SUCCESS;

@@ -64,12 +64,13 @@ fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoic
         if (st == FMHA_STATUS_SUCCESS) st = need_image("combine", sm);
         if (st == FMHA_STATUS_SUCCESS) st = decode_configure(p, dev, out);
         if (st == FMHA_STATUS_SUCCESS) st = check_shared_memory(p, *out, dev);
-        // AUTO sends head_dim 512 here only where the Hopper kernel cannot
-        // run it (no other kernel can); other problems fall back to the
-        // portable kernel, explicit split counts included (e.g. hd256 on a
-        // device with too little shared memory per block for the decode
-        // kernel).
-        if (st == FMHA_STATUS_SUCCESS || !auto_decode || p.head_dim == 512) return st;
+        // Where the decode kernel cannot run an AUTO problem (its grid
+        // limits, or too little shared memory per block for it), the Hopper
+        // kernel takes it if it runs it, else the portable kernel, explicit
+        // split counts included; head_dim 512 has no portable kernel, so
+        // then the decode kernel's reason is the answer.
+        if (st == FMHA_STATUS_SUCCESS || !auto_decode || (p.head_dim == 512 && !hopper_runs_it))
+            return st;
         clear_error();
     }
     if (p.kernel == FMHA_KERNEL_HOPPER) {

@@ -94,7 +94,8 @@ int portable_auto_splits(const Problem &p, const DeviceLimits &dev, int64_t ctas
 fmha_status portable_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
     if (p.head_dim == 512)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "head_dim %lld: head_dim 512 runs on the decode and Hopper kernels",
+                    "descriptor.head_dim is %lld: the portable kernel does not run it (the "
+                    "decode and Hopper kernels do)",
                     (long long)p.head_dim);
     // At most 64 query rows per sequence (multi-token decode): the 64-row
     // block. A 128-row one wasted half its MMAs and ran T=32 over pages of

@@ -172,8 +172,9 @@ fmha_status check_no_overlap(const char *owner, const fmha_strides &o,
         if (d.extent == 1) continue;
         if (d.stride < span)
             return fail(FMHA_STATUS_INVALID_ARGUMENT,
-                        "%s.o_strides.%s is %lld: output rows would overlap (needs >= %lld for "
-                        "this shape)",
+                        "%s.o_strides.%s is %lld: O's dimensions, taken by increasing stride, "
+                        "must each step past the span of the smaller ones (>= %lld here), so "
+                        "that output elements cannot overlap",
                         owner, d.name, (long long)d.stride, (long long)span);
         span = d.stride * d.extent;
     }
@@ -228,7 +229,7 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "descriptor.seqlen_%s is %lld: at most 2^31-1 is supported",
                     p.seqlen_q > kMaxSeqlen ? "q" : "k",
-                    (long long)std::max(p.seqlen_q, p.seqlen_k));
+                    (long long)(p.seqlen_q > kMaxSeqlen ? p.seqlen_q : p.seqlen_k));
     if (p.num_q_heads > 65535 || p.batch > kMaxSeqlen)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
                     "descriptor.%s is %lld: at most %lld is supported",
@@ -300,6 +301,11 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
                     "DECODE (3)",
                     desc->kernel);
     p.kernel = static_cast<fmha_kernel_family>(desc->kernel);
+    // Known without a device, so FMHA_SM_ANY support queries answer it too.
+    if (p.kernel == FMHA_KERNEL_PORTABLE && p.head_dim == 512)
+        return fail(FMHA_STATUS_NOT_SUPPORTED,
+                    "descriptor.kernel is PORTABLE (1): the portable kernel does not run "
+                    "head_dim 512 (the decode and Hopper kernels do)");
     if (desc->device < 0)
         return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.device is %d: must be >= 0",
                     desc->device);

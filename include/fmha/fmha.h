@@ -160,25 +160,34 @@ typedef enum fmha_kernel_family {
      *  when num_splits >= 2, and for head_dim 512 where the Hopper kernel
      *  does not run. Its grid takes m_tiles x num_kv_heads <= 65535, where
      *  m_tiles = ceil(seqlen_q x num_q_heads / num_kv_heads / 16), and batch
-     *  <= 65535. Shared memory per block: 213,248 bytes at head_dim 512,
-     *  205,056 at 256, 102,656 at 128 with a contiguous cache, at most
-     *  100,608 otherwise; so head_dim 256 and 512 run on it only on devices
-     *  with sm_90 / sm_100-class shared memory (227 KB opt-in per block), not
-     *  on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB). Where it does not fit,
-     *  AUTO takes the portable kernel instead (split as asked), except for
-     *  head_dim 512, which is then NOT_SUPPORTED (as is DECODE itself). */
+     *  <= 65535. Shared memory per block, at most: 213,248 bytes at
+     *  head_dim 512, 205,056 at 256, 102,656 at 128 with a contiguous cache
+     *  (69,888 over pages), 100,608 at 64 and 77,056 at 96 (on sm_90, whose
+     *  tiles there read two KV heads at once from a contiguous cache,
+     *  102,656 at 64 and 153,856 at 96). So head_dim 256 and 512 run on it
+     *  only on devices with sm_90 / sm_100-class shared memory (227 KB
+     *  opt-in per block), not on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB),
+     *  and head_dim 128 with a contiguous cache not on the 99 KB devices.
+     *  Where it does not fit or its grid would exceed those limits, AUTO
+     *  takes the Hopper kernel where that runs the problem, else the
+     *  portable kernel (split as asked); head_dim 512 is then NOT_SUPPORTED
+     *  (as is DECODE itself). */
     FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 
 /** Element strides of one 4-D tensor. Element (b, s, h, d) lives at
  *  base + b*batch + s*seq + h*head + d*dim. BSHD, BHSD and sliced views are
- *  all expressed this way. The last dimension must be contiguous (dim == 1);
- *  the other strides must be non-negative multiples of 8 elements (16 bytes)
- *  and may be 0 to broadcast an input (never the output). The stride of a
- *  dimension of size 1 is never followed and is not checked. Every kernel
- *  forms offsets in 64 bits, so an element may lie any distance up to 2^60
- *  elements (2 EiB) from its base (the tests place them hundreds of GiB
- *  away); strides reaching farther are INVALID_ARGUMENT.
+ *  all expressed this way. The last dimension must be contiguous (dim == 1;
+ *  otherwise NOT_SUPPORTED); the other strides must be non-negative
+ *  (negative ones are NOT_SUPPORTED) multiples of 8 elements (16 bytes;
+ *  otherwise MISALIGNED) and may be 0 to broadcast an input. O's may not
+ *  overlap: taken by increasing stride, each of its dimensions must step
+ *  past the span of the smaller ones (with the last dimension's head_dim
+ *  elements), else INVALID_ARGUMENT. The stride of a dimension of size 1 is
+ *  never followed and is not checked. Every kernel forms offsets in 64
+ *  bits, so an element may lie any distance up to 2^60 elements (2 EiB)
+ *  from its base (the tests place them hundreds of GiB away); strides
+ *  reaching farther are INVALID_ARGUMENT.
  *  WARNING: 0 is a valid stride for Q, K and V, and fmha_descriptor_init sets
  *  batch, seq and head to 0. A stride left unset is therefore not an error:
  *  it silently broadcasts (e.g. K's and V's row 0 read for every key). Set
@@ -325,9 +334,10 @@ typedef struct fmha_descriptor {
      *  see fmha_plan_info.num_splits; the decode kernel, the Hopper kernel
      *  for queries of up to 256 positions, and the portable kernel where its
      *  grid would leave most SMs idle, may split), 1: off, 2..128: exactly
-     *  that many (AUTO then takes the decode kernel, or the portable kernel
-     *  where the decode kernel does not fit the device; HOPPER and PORTABLE
-     *  split too). The partial results live in the plan's workspace
+     *  that many (AUTO then takes the decode kernel, or where that cannot
+     *  run the problem the Hopper or portable kernel as for
+     *  FMHA_KERNEL_DECODE above; HOPPER and PORTABLE split too). The
+     *  partial results live in the plan's workspace
      *  (fmha_plan_workspace_size), except where the parts of a
      *  (sequence, KV head) merge on chip and the plan needs none. */
     int32_t num_splits;
@@ -394,7 +404,9 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan, const fmha_descriptor *d
  *  are unaffected (the kernels do not reference the plan). */
 FMHA_API void fmha_destroy_plan(fmha_plan *plan);
 
-/** Bytes of device workspace fmha_run needs for this plan (may be 0). */
+/** Bytes of device workspace fmha_run needs for this plan (may be 0). The
+ *  workspace passed to fmha_run must be 16-byte aligned (cuMemAlloc's and
+ *  every caching allocator's blocks are), else MISALIGNED. */
 FMHA_API fmha_status fmha_plan_workspace_size(const fmha_plan *plan, size_t *bytes);
 
 /** Version 2 appends num_splits. */
@@ -465,13 +477,14 @@ FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version);
  *  is safe inside CUDA graph capture. The stream must belong to the plan's
  *  context. One plan may be run concurrently from several threads on
  *  several streams, each run with its own workspace (runs in flight must not
- *  share one). Errors in the arguments are reported before anything is
- *  enqueued; kernel faults surface as usual on the stream. On sm_90 and
- *  newer, from cubins built for them (not from JIT-compiled compute_80 PTX),
- *  the decode kernel and the split-KV combine use programmatic dependent
- *  launch: they may be scheduled while the previous work in `stream` drains,
- *  wait for it to complete before touching memory, and let a following
- *  kernel launched the same way be scheduled early (stream order is kept). */
+ *  share one; at least fmha_plan_workspace_size bytes, 16-byte aligned).
+ *  Errors in the arguments are reported before anything is enqueued;
+ *  kernel faults surface as usual on the stream. On sm_90 and newer, from
+ *  cubins built for them (not from JIT-compiled compute_80 PTX), the decode
+ *  kernel and the split-KV combine use programmatic dependent launch: they
+ *  may be scheduled while the previous work in `stream` drains, wait for it
+ *  to complete before touching memory, and let a following kernel launched
+ *  the same way be scheduled early (stream order is kept). */
 FMHA_API fmha_status fmha_run(const fmha_plan *plan, const fmha_tensors *tensors,
                               void *workspace, size_t workspace_bytes,
                               fmha_stream stream);

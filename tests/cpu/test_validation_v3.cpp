@@ -453,6 +453,11 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
                 if (k != FMHA_KERNEL_PORTABLE) CHECK(msg.find("shared memory") != std::string::npos);
             }
         }
+        // PORTABLE is refused without a device too.
+        hd512.kernel = FMHA_KERNEL_PORTABLE;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, FMHA_SM_ANY));
+        CHECK(std::string(fmha_last_error_message()).find("descriptor.kernel is PORTABLE") !=
+              std::string::npos);
         // sm_100-class shared memory (227 KB) runs it on the decode kernel,
         // through the embedded PTX.
         const int32_t ptx = fmha_embedded_ptx_arch();
@@ -556,6 +561,22 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
         expect_valid(d, 90);
         d.kernel = FMHA_KERNEL_AUTO;  // AUTO goes to the decode kernel
         expect_valid(d, 90);
+        // A split count sends AUTO to the decode kernel first; where its grid
+        // cannot take the problem (batch > 65535), the Hopper kernel runs it.
+        fmha_descriptor many = hd512;
+        many.batch = 70000;
+        many.num_splits = 2;
+        many.kernel = FMHA_KERNEL_DECODE;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&many, 90));
+        CHECK(std::string(fmha_last_error_message()).find("batch is 70000") != std::string::npos);
+        many.kernel = FMHA_KERNEL_AUTO;
+        expect_valid(many, 90);
+        // Where the Hopper kernel cannot run it either, the decode kernel's
+        // reason is AUTO's answer (no portable kernel runs head_dim 512).
+        many.k_strides.seq = int64_t(1) << 40;  // past what a TMA map steps
+        many.v_strides = many.k_strides;
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&many, 90));
+        CHECK(std::string(fmha_last_error_message()).find("batch is 70000") != std::string::npos);
     }
 }
 
@@ -1324,7 +1345,11 @@ TEST_CASE("serving support: every case of the GPU suites is a valid problem",
                      {FMHA_KERNEL_AUTO, FMHA_KERNEL_PORTABLE, FMHA_KERNEL_DECODE}) {
                     const fmha_descriptor d = host.descriptor(k, s);
                     INFO("kernel " << family_name(k) << ", num_splits " << s);
-                    expect_valid(d);
+                    if (k == FMHA_KERNEL_PORTABLE && d.head_dim == 512)  // no device needed to say
+                        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED,
+                                          fmha_check_support(&d, FMHA_SM_ANY));
+                    else
+                        expect_valid(d);
                     if (!sm80) continue;
                     const fmha_status st = fmha_check_support(&d, 80);
                     INFO("sm_80: " << status_name(st) << ": " << fmha_last_error_message());
@@ -1368,7 +1393,10 @@ TEST_CASE("serving support: the large-offset cases are valid and lie past 2^36 b
                                      FMHA_KERNEL_HOPPER}) {
             const fmha_descriptor d = far.descriptor(k, c.num_splits);
             INFO("kernel " << family_name(k));
-            if (k != FMHA_KERNEL_HOPPER) expect_valid(d);
+            if (k == FMHA_KERNEL_PORTABLE && d.head_dim == 512)  // no device needed to say
+                FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, FMHA_SM_ANY));
+            else if (k != FMHA_KERNEL_HOPPER)
+                expect_valid(d);
             // On sm_90 every case runs on the Hopper kernel too: its TMA maps
             // take the moved strides (the GPU suite requires the runs).
             if (embeds(90) && (k == FMHA_KERNEL_HOPPER || k == FMHA_KERNEL_AUTO))

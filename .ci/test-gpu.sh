@@ -205,7 +205,8 @@ for step in $steps; do
                 "$gpu_bin" "$subsets" >>"$log" 2>&1
             rc=$?
             echo "---- exit $rc" >>"$log"
-            [ "$rc" -ne 0 ] && worst=$rc
+            # The first failure stands; a later 77 (no GPU) must not hide it.
+            if [ "$rc" -ne 0 ] && { [ "$worst" -eq 0 ] || [ "$worst" -eq 77 ]; }; then worst=$rc; fi
         done
         errors=$(grep -h -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tr '\n' ' ')
         # Each kernel's run must report cases from both subsets: "sanitize

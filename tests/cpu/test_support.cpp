@@ -407,8 +407,35 @@ TEST_CASE("comparison: a correct output passes, each kind of defect is caught",
     SECTION("an LSE never written") {
         Outputs o = good;
         std::memcpy(&o.lse[40], &kOutputPrefill32, 4);
-        CHECK_FALSE(hc.compare(o).all_written);
+        const Comparison r = hc.compare(o);
+        CHECK_FALSE(r.all_written);
+        CHECK_FALSE(r.lse_ok);  // on its own too: tests that read o_ok and lse_ok only
+        CHECK(r.o_ok);
     }
+}
+
+TEST_CASE("comparison: with sinks, a row that sees no key must still give O = 0",
+          "[cpu][support][compare]") {
+    // The sink joins each row's softmax, so a row without keys has a finite
+    // LSE (the sink's logit) and O = 0.
+    Case c = dense_case(FMHA_DTYPE_BF16, 64, 1, 2, 2, 9, 5);
+    c.mask = FMHA_MASK_CAUSAL_BOTTOM_RIGHT;  // rows 0..3 see no key
+    c.sinks = true;
+    c.seed = 5;
+    HostCase hc(c);
+    const Outputs good = hc.expected_outputs();
+    const Comparison ok = hc.compare(good);
+    INFO("detail: " << ok.detail);
+    CHECK(ok.o_ok);
+    CHECK(ok.lse_ok);
+    CHECK(ok.masked_rows_ok);
+    CHECK(ok.masked_rows == 2 * 4);
+    Outputs o = good;
+    const TensorLayout &ol = hc.o_layout;
+    o.o[size_t(ol.offset + element_offset(ol.strides, 0, 1, 1, 3))] = float_to_bf16(4e-3f);
+    const Comparison r = hc.compare(o);
+    CHECK_FALSE(r.masked_rows_ok);
+    CHECK(r.detail.find("is not 0") != std::string::npos);
 }
 
 TEST_CASE("comparison: a long row is held to the error of rows of its magnitude",

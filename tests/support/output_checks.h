@@ -78,7 +78,9 @@ double check_o_element(Comparison &cmp, uint16_t bits, fmha_dtype dt, double ref
 
 // One LSE entry against its float64 reference `ref` (`ref_lowp`: the
 // same-precision reference's value, for the error bound). NaN means never
-// written; a row that sees no key must give -inf; otherwise the error
+// written, which counts as an infinite error (so the LSE verdict fails
+// whatever order the O and LSE verdicts are taken in); a row that sees no
+// key must give -inf; otherwise the error
 // counts toward cmp.lse_err, and an entry beyond kLseRelTol (1 + |ref|) clears
 // *within_tol. `where()` names the entry and is called only for a defect;
 // `no_key_row` words that kind of row in the message.
@@ -88,6 +90,8 @@ void check_lse_entry(Comparison &cmp, float got, double ref, double ref_lowp,
     if (std::isnan(got)) {
         if (cmp.all_written) note(cmp.detail, "LSE not written at " + where());
         cmp.all_written = false;
+        cmp.lse_err = HUGE_VAL;
+        *within_tol = false;
         return;
     }
     if (std::isinf(ref)) {

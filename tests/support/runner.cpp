@@ -226,9 +226,12 @@ Comparison HostCase::compare(const Outputs &out) {
         for (int64_t h = 0; h < c.num_q_heads; ++h)
             for (int64_t i = 0; i < c.seqlen_q; ++i) {
                 const size_t row = size_t((b * c.num_q_heads + h) * c.seqlen_q + i);
-                const bool masked = std::isinf(r64.lse[row]);
-                if (masked) ++cmp.masked_rows;
                 const int row_class = magnitude_class(&r64.o[row * size_t(D)], D);
+                // A row that sees no key: LSE -inf, or with sinks the sink's
+                // logit and an O of exact zeros (a row that sees keys of
+                // random V never sums to exactly 0).
+                const bool masked = std::isinf(r64.lse[row]) || row_class < 0;
+                if (masked) ++cmp.masked_rows;
                 for (int64_t d = 0; d < D; ++d) {
                     const size_t at = size_t(o_layout.offset +
                                              element_offset(o_layout.strides, b, i, h, d));

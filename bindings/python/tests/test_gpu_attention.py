@@ -293,8 +293,10 @@ def test_plan_cache_hits() -> None:
 
 def test_plan_object() -> None:
     q, k, v = _qkv()
-    o = torch.empty_like(q)
-    lse = torch.empty(2, 8, 64, device=DEVICE, dtype=torch.float32)
+    # NaN-filled: a run that writes nothing must not pass on a reused block
+    # that happens to hold an earlier test's output.
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((2, 8, 64), float("nan"), device=DEVICE, dtype=torch.float32)
     with fmha.Plan(fmha.describe(q, k, v, out=o, return_lse=True)) as plan:
         info = plan.info
         major, minor = torch.cuda.get_device_capability(DEVICE)
@@ -320,7 +322,7 @@ def test_plan_object() -> None:
 
 def test_plan_run_with_raw_pointers() -> None:
     q, k, v = _qkv()
-    o = torch.empty_like(q)
+    o = torch.full_like(q, float("nan"))
     with fmha.Plan(fmha.describe(q, k, v, out=o)) as plan:
         ws = torch.empty(max(plan.workspace_size, 1), dtype=torch.uint8, device=DEVICE)
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), workspace=ws.data_ptr(),

@@ -41,6 +41,25 @@ inline fmha_plan_info plan_info(const fmha_plan *plan) {
     return info;
 }
 
+// The whole verdict of a run that a test checks by hand: O and LSE within
+// the 2x rule and wholly written, the view's gaps and the rows that see no
+// key as they must be, and the guard bands of the case's buffers and of the
+// workspace (`ws`, when the plan has one).
+inline void check_whole_run(const CaseData &data, const Comparison &cmp,
+                            const DeviceBuffer *ws = nullptr) {
+    INFO(cmp.detail);
+    CHECK(cmp.o_ok);
+    CHECK(cmp.lse_ok);
+    CHECK(cmp.all_written);
+    CHECK(cmp.gaps_untouched);
+    CHECK(cmp.masked_rows_ok);
+    std::string why;
+    const bool guards = data.guards_intact(&why) &&
+                        (ws == nullptr || ws->elems() == 0 || ws->guards_intact(&why));
+    INFO(why);
+    CHECK(guards);
+}
+
 // "fmha_fwd_portable_bf16_hd128 (portable, sm_80 cubin on sm_90)"
 inline std::string describe_plan(const fmha_plan *plan) {
     fmha_plan_info i = plan_info(plan);

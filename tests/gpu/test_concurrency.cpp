@@ -40,6 +40,8 @@ struct Workspace {
         if (bytes > 0) buf = DeviceBuffer((bytes + 3) / 4, 4, kGuard32);
     }
     void *ptr() const { return bytes ? buf.data() : nullptr; }
+    // The split-KV partials stay inside the workspace.
+    bool guards_intact(std::string *why) const { return bytes == 0 || buf.guards_intact(why); }
 };
 
 }  // namespace
@@ -56,7 +58,7 @@ TEST_CASE("fmha_run inside CUDA graph capture matches a direct run", "[gpu][grap
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     const Outputs direct = data.download();
     Comparison cmp = data.compare(direct);
-    INFO(cmp.detail);
+    check_whole_run(data, cmp, &ws.buf);
     REQUIRE(cmp.o_ok);
     REQUIRE(cmp.lse_ok);
 
@@ -99,8 +101,9 @@ TEST_CASE("fmha_run inside CUDA graph capture matches a direct run", "[gpu][grap
         CHECK(data.download() == direct);  // bitwise
     }
     std::string why;
-    CHECK(data.guards_intact(&why));
+    const bool guards = data.guards_intact(&why) && ws.guards_intact(&why);
     INFO(why);
+    CHECK(guards);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
@@ -127,7 +130,8 @@ TEST_CASE("one plan, four threads, four streams", "[gpu][threads]") {
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         golden[size_t(i)] = data[size_t(i)]->download();
         Comparison cmp = data[size_t(i)]->compare(golden[size_t(i)]);
-        INFO("input " << i << ": " << cmp.detail);
+        INFO("input " << i);
+        check_whole_run(*data[size_t(i)], cmp, &ws[size_t(i)]->buf);
         REQUIRE(cmp.o_ok);
         REQUIRE(cmp.lse_ok);
     }
@@ -179,7 +183,9 @@ TEST_CASE("one plan, four threads, four streams", "[gpu][threads]") {
         INFO("thread " << i);
         CHECK(errors[size_t(i)] == "");
         std::string why;
-        CHECK(data[size_t(i)]->guards_intact(&why));
+        const bool guards = data[size_t(i)]->guards_intact(&why) && ws[size_t(i)]->guards_intact(&why);
+        INFO(why);
+        CHECK(guards);
     }
 }
 
@@ -281,6 +287,12 @@ TEST_CASE("chained runs read their predecessor's output", "[gpu][chain]") {
             std::string why;
             const bool guards = outs[size_t(i)].guards_intact(&why);
             INFO(why);
+            CHECK(guards);
+        }
+        {
+            std::string why;
+            const bool guards = ws.guards_intact(&why) && ws_first.guards_intact(&why);
+            INFO("workspaces: " << why);
             CHECK(guards);
         }
 

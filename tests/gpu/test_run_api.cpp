@@ -162,9 +162,7 @@ TEST_CASE("without FMHA_FLAG_WRITE_LSE the lse pointer is ignored", "[gpu][api]"
     FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
                         fmha_run(plan.get(), &t, ws_bytes ? ws.data() : nullptr, ws_bytes, nullptr));
     sync_or_fail();
-    Comparison cmp = data.compare(data.download());
-    INFO(cmp.detail);
-    CHECK(cmp.o_ok);
+    check_whole_run(data, data.compare(data.download()), &ws);
 }
 
 TEST_CASE("workspace: too small, NULL, misaligned, or none needed", "[gpu][api][workspace]") {
@@ -213,14 +211,7 @@ TEST_CASE("workspace: too small, NULL, misaligned, or none needed", "[gpu][api][
             FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, fmha_run(plan.get(), &t, nullptr, 0, nullptr));
         }
         sync_or_fail();
-        Comparison cmp = data.compare(data.download());
-        INFO(cmp.detail);
-        CHECK(cmp.o_ok);
-        CHECK(cmp.lse_ok);
-        std::string why;
-        CHECK(data.guards_intact(&why));
-        if (ws_bytes > 0) CHECK(ws.guards_intact(&why));
-        INFO(why);
+        check_whole_run(data, data.compare(data.download()), &ws);
     }
 }
 
@@ -240,8 +231,9 @@ TEST_CASE("streams: legacy default, per-thread default, and ordering", "[gpu][ap
     sync_or_fail();
     const Outputs first = data.download();
     Comparison cmp = data.compare(first);
-    INFO(cmp.detail);
+    check_whole_run(data, cmp, &ws);
     REQUIRE(cmp.o_ok);
+    REQUIRE(cmp.lse_ok);
 
     const struct {
         const char *name;
@@ -296,9 +288,7 @@ TEST_CASE("destroying a plan right after enqueueing is safe", "[gpu][api]") {
                       fmha_run(plan, &t, ws_bytes ? ws.data() : nullptr, ws_bytes, nullptr));
     fmha_destroy_plan(plan);
     sync_or_fail();
-    Comparison cmp = data.compare(data.download());
-    INFO(cmp.detail);
-    CHECK(cmp.o_ok);
+    check_whole_run(data, data.compare(data.download()), &ws);
 }
 
 TEST_CASE("device selection and the driver", "[gpu][api][device]") {

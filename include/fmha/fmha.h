@@ -140,8 +140,9 @@ typedef enum fmha_kernel_family {
     /** The fastest kernel for the device (env FMHA_FORCE_KERNEL overrides). */
     FMHA_KERNEL_AUTO = 0,
     /** The portable mma.sync kernel, every architecture from sm_80 on. It
-     *  splits the keys (num_splits) where its grid would give fewer than
-     *  half the SMs a CTA, or as asked. */
+     *  splits the keys (num_splits) as asked, or by itself where its grid
+     *  would not fill two CTAs per SM once and the keys are at least 512:
+     *  min(2 x SMs / CTAs, seqlen_k / 256, 64) parts. */
     FMHA_KERNEL_PORTABLE = 1,
     /** The Hopper TMA + wgmma kernel (sm_90 devices only). Queries of up to
      *  256 positions get the query heads of a KV head packed into one tile
@@ -158,15 +159,17 @@ typedef enum fmha_kernel_family {
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,
      *  GQA heads packed into one tile, split-KV. AUTO picks it for up to 16
      *  query rows per KV head (seqlen_q x num_q_heads / num_kv_heads; on
-     *  devices where the Hopper kernel does not run, for short seqlen_q),
-     *  when num_splits >= 2, and for head_dim 512 where the Hopper kernel
-     *  does not run. Its grid takes m_tiles x num_kv_heads <= 65535, where
+     *  devices where the Hopper kernel does not run, for short seqlen_q; at
+     *  head_dim 512 only over pages the Hopper kernel gathers row by row,
+     *  sizes not a multiple of 32), when num_splits >= 2, and for head_dim
+     *  512 where the Hopper kernel does not run. Its grid takes m_tiles x num_kv_heads <= 65535, where
      *  m_tiles = ceil(seqlen_q x num_q_heads / num_kv_heads / 16), and batch
      *  <= 65535. Shared memory per block, at most: 213,248 bytes at
      *  head_dim 512, 205,056 at 256, 102,656 at 128 with a contiguous cache
      *  (69,888 over pages), 100,608 at 64 and 77,056 at 96 (on sm_90, whose
      *  tiles there read two KV heads at once from a contiguous cache,
-     *  102,656 at 64 and 153,856 at 96). So head_dim 256 and 512 run on it
+     *  102,656 at 64 and 153,856 at 96, and whose two-CTA clusters of
+     *  2-split hd128 grids of one CTA per SM take 135,424). So head_dim 256 and 512 run on it
      *  only on devices with sm_90 / sm_100-class shared memory (227 KB
      *  opt-in per block), not on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB),
      *  and head_dim 128 with a contiguous cache not on the 99 KB devices.
@@ -335,7 +338,7 @@ typedef struct fmha_descriptor {
      *  0: automatic (the plan picks from the grid and the device's SMs;
      *  see fmha_plan_info.num_splits; the decode kernel, the Hopper kernel
      *  for queries of up to 256 positions, and the portable kernel where its
-     *  grid would leave most SMs idle, may split), 1: off, 2..128: exactly
+     *  grid would not fill two CTAs per SM, may split), 1: off, 2..128: exactly
      *  that many (AUTO then takes the decode kernel, or where that cannot
      *  run the problem the Hopper or portable kernel as for
      *  FMHA_KERNEL_DECODE above; HOPPER and PORTABLE split too). The

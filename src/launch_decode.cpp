@@ -237,7 +237,7 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
 
 // The tile for a dense cache's grid, from the grid's CTA count after the
 // usual tile's split count (which stays). Measured on the H200 only: other
-// devices keep the usual tile.
+// devices keep the usual tile where it fits (narrow_for_shared_memory).
 // hd128, the narrow tile (32 keys a stage, half the bytes in flight per CTA,
 // up to 4 CTAs per SM) where the grid is one wave of it and has more than
 // ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the SMs is
@@ -254,7 +254,22 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
 // cuDNN. Elsewhere it lost or tied: 128 lone CTAs 0.75x, 416-512 CTAs
 // 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the narrow tile (32 keys) lost
 // at hd96 almost everywhere (its CTAs keep too few bytes in flight).
+// hd128 on devices whose shared memory per block cannot take the usual tile
+// (102,656 bytes; sm_86/89/120 offer 99 KB): the narrow tile (53,504 bytes),
+// the usual tile's split count kept. Before, these problems went to the
+// portable kernel, which reads K and V once per query head where the decode
+// kernel reads them once per KV head; the reads rule of prefers_decode (d55)
+// picks the decode kernel for such problems on the H200. Not measured on a
+// 99 KB device (none here); the narrow entry points are the ones the H200
+// runs on one-wave grids.
+bool narrow_for_shared_memory(const Problem &p, const DeviceLimits &dev) {
+    return p.head_dim == 128 && !p.paged_kv && p.head_dim_v == p.head_dim && dev.max_smem > 0 &&
+           dev.max_smem < decode_smem_bytes(128, DecodeKv::kDense) &&
+           dev.max_smem >= decode_smem_bytes(128, DecodeKv::kDenseNarrow);
+}
+
 DecodeKv dense_tile(const Problem &p, const DeviceLimits &dev, int splits) {
+    if (narrow_for_shared_memory(p, dev)) return DecodeKv::kDenseNarrow;
     if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim_v != p.head_dim)
         return DecodeKv::kDense;
     const int64_t ctas = grid_ctas(p, splits);

@@ -171,8 +171,9 @@ typedef enum fmha_kernel_family {
      *  102,656 at 64 and 153,856 at 96, and whose two-CTA clusters of
      *  2-split hd128 grids of one CTA per SM take 135,424). So head_dim 256 and 512 run on it
      *  only on devices with sm_90 / sm_100-class shared memory (227 KB
-     *  opt-in per block), not on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB),
-     *  and head_dim 128 with a contiguous cache not on the 99 KB devices.
+     *  opt-in per block), not on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB);
+     *  there head_dim 128 with a contiguous cache takes a narrower tile
+     *  (53,504 bytes).
      *  Where it does not fit or its grid would exceed those limits, AUTO
      *  takes the Hopper kernel where that runs the problem, else the
      *  portable kernel (split as asked); head_dim 512 is then NOT_SUPPORTED

@@ -491,9 +491,12 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
         }
     }
     SECTION("an unknown architecture gets the smallest shared memory (99 KB)") {
-        fmha_descriptor d = dense_desc();  // hd128: the dense decode kernel needs 102,656 bytes
+        fmha_descriptor d = dense_desc();  // hd256: the decode kernel needs 205,056 bytes
+        d.head_dim = 256;
         d.seqlen_q = 1;
-        fmha_strides_bshd(&d.q_strides, 1, 8, 128);
+        fmha_strides_bshd(&d.q_strides, 1, 8, 256);
+        fmha_strides_bshd(&d.k_strides, d.seqlen_k, 2, 256);
+        d.v_strides = d.k_strides;
         d.o_strides = d.q_strides;
         d.kernel = FMHA_KERNEL_DECODE;
         const int32_t ptx = fmha_embedded_ptx_arch();
@@ -502,8 +505,18 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
             FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 130));
             CHECK(std::string(fmha_last_error_message()).find("101376") != std::string::npos);
         }
-        expect_valid(d, 80);  // 163 KB
-        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 86));
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 80));
+        CHECK(std::string(fmha_last_error_message()).find("166912") != std::string::npos);
+        // hd128 over a contiguous cache fits everywhere: where the usual tile
+        // (102,656 bytes) does not, the narrow one (53,504) runs it.
+        fmha_descriptor hd128 = dense_desc();
+        hd128.seqlen_q = 1;
+        fmha_strides_bshd(&hd128.q_strides, 1, 8, 128);
+        hd128.o_strides = hd128.q_strides;
+        hd128.kernel = FMHA_KERNEL_DECODE;
+        expect_valid(hd128, 80);
+        expect_valid(hd128, 86);
+        if (ptx != 0 && ptx <= 130) expect_valid(hd128, 130);
     }
     SECTION("num_splits >= 2: AUTO, DECODE and PORTABLE split") {
         for (int32_t s : {2, 3, 16, 128}) {

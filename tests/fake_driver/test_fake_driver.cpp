@@ -2401,15 +2401,34 @@ TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-d
     }
 }
 
-TEST_CASE("fake driver: AUTO leaves the decode kernel when it does not fit the device",
+TEST_CASE("fake driver: on 99 KB devices hd128 decodes on the narrow tile, hd256 leaves the "
+          "decode kernel",
           "[cpu][fake-driver][decode]") {
-    Fake &f = fresh_fake(80);
+    if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
+    Fake &f = fresh_fake(86);
     f.configure("smem_optin", 99 * 1024);  // sm_86/89/120-class shared memory
+    // hd128 over a contiguous cache: the usual tile (102,656 bytes) does not
+    // fit, the narrow one (53,504) does; GQA heads stay packed.
     fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 128, Layout::BSHD, 1, 4096);
     Plan plan;
     REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
-    CHECK(info_of(plan.p).kernel_family == FMHA_KERNEL_PORTABLE);
-    // Forced, or only the decode kernel can do it: a clear NOT_SUPPORTED.
+    fmha_plan_info i = info_of(plan.p);
+    CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
+    CHECK(std::string(i.kernel_name) == "fmha_decode_narrow_bf16_hd128");
+    CHECK(i.shared_memory_bytes == 53504);
+    const fmha_tensors t = fake_tensors();
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                        fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+    fake_cuda_launch l;  // the decode launch, before the combine when split
+    REQUIRE((i.num_splits > 1 ? f.previous_launch(&l) : f.last_launch(&l)) == 1);
+    CHECK(std::string(l.kernel) == i.kernel_name);
+    CHECK(l.shared_bytes == 53504u);
+    // hd256 (205,056 bytes): AUTO takes the portable kernel; forced, a clear
+    // NOT_SUPPORTED.
+    d = make_desc(FMHA_DTYPE_BF16, 256, Layout::BSHD, 1, 4096);
+    Plan portable;
+    REQUIRE(create(portable, d) == FMHA_STATUS_SUCCESS);
+    CHECK(info_of(portable.p).kernel_family == FMHA_KERNEL_PORTABLE);
     d.kernel = FMHA_KERNEL_DECODE;
     Plan forced;
     CHECK(create(forced, d) == FMHA_STATUS_NOT_SUPPORTED);
@@ -2436,8 +2455,9 @@ TEST_CASE("fake driver: support queries and plans agree on shared memory",
         {"hd256 AUTO, 4 splits (falls back to portable, split)", 256, FMHA_KERNEL_AUTO, 4, true, true},
         {"hd256 DECODE, 4 splits", 256, FMHA_KERNEL_DECODE, 4, false, false},
         {"hd256 AUTO (falls back to portable)", 256, FMHA_KERNEL_AUTO, 0, true, true},
-        {"hd128 DECODE (102,656 bytes)", 128, FMHA_KERNEL_DECODE, 0, true, false},
-        {"hd128 DECODE, 4 splits", 128, FMHA_KERNEL_DECODE, 4, true, false},
+        {"hd128 DECODE (102,656 bytes; the narrow tile's 53,504 on sm_86)", 128,
+         FMHA_KERNEL_DECODE, 0, true, true},
+        {"hd128 DECODE, 4 splits", 128, FMHA_KERNEL_DECODE, 4, true, true},
         {"hd128 AUTO", 128, FMHA_KERNEL_AUTO, 0, true, true},
     };
     for (const int sm : {80, 86}) {

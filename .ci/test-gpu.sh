@@ -9,6 +9,9 @@
 #   portable   the GPU tests again with FMHA_TEST_KERNEL=portable
 #   hopper     the GPU tests with FMHA_TEST_KERNEL=hopper (only on sm_90)
 #   decode     the GPU tests with FMHA_TEST_KERNEL=decode
+#   smem       the decode-forced serving suites with FMHA_SHARED_MEMORY_LIMIT
+#              at 163 KB and 99 KB, so that the decode kernel's tiles for
+#              devices with less shared memory per block run here too
 #   memcheck   compute-sanitizer --tool memcheck on the [sanitize],
 #              [serving-sanitize], [large-offsets] and [bad-lengths] subsets,
 #              per kernel family
@@ -38,7 +41,7 @@ set -u
 
 build=${FMHA_BUILD_DIR:-build}
 out=${OUT:-/tmp/fmha-out}
-steps=${FMHA_CI_STEPS:-ctest portable hopper decode memcheck racecheck demo pytest rust go bench bench-serving bench-ceiling}
+steps=${FMHA_CI_STEPS:-ctest portable hopper decode smem memcheck racecheck demo pytest rust go bench bench-serving bench-ceiling}
 gpu_bin="$build/tests/fmha_test_gpu"
 demo_bin="$build/fmha_demo"
 mkdir -p "$out"
@@ -182,6 +185,36 @@ for step in $steps; do
         echo "== GPU tests, FMHA_TEST_KERNEL=$step -> $log"
         FMHA_TEST_KERNEL=$step "$gpu_bin" >"$log" 2>&1
         judge_gpu_run "$step" $? "$log"
+        ;;
+    smem)
+        # sm_80/87 (166912 bytes per block) and sm_86/89/120 (101376): the
+        # compact hd256/hd512 tiles and the narrow hd128 one must each run.
+        log="$out/gpu-smem.log"
+        : >"$log"
+        echo "== decode-forced serving suites under FMHA_SHARED_MEMORY_LIMIT -> $log"
+        worst=0
+        for limit in 166912 101376; do
+            echo "---- FMHA_SHARED_MEMORY_LIMIT=$limit" >>"$log"
+            FMHA_SHARED_MEMORY_LIMIT=$limit FMHA_TEST_KERNEL=decode "$gpu_bin" \
+                "[decode],[paged],[split],[features]" >>"$log" 2>&1
+            rc=$?
+            echo "---- exit $rc" >>"$log"
+            if [ "$rc" -ne 0 ] && { [ "$worst" -eq 0 ] || [ "$worst" -eq 77 ]; }; then worst=$rc; fi
+        done
+        missing=""
+        for k in fmha_decode_compact_bf16_hd256 fmha_decode_compact_fp16_hd512 \
+                 fmha_decode_paged_compact_bf16_hd512 fmha_decode_narrow; do
+            grep -q "kernel $k" "$log" || missing+=" $k"
+        done
+        if [ "$worst" -eq 77 ] && skipped_for_no_gpu "$log" && [ "${FMHA_ALLOW_NO_GPU:-0}" = 1 ]; then
+            record smem SKIP "no GPU"
+        elif [ "$worst" -ne 0 ] && [ "$worst" -ne 77 ]; then
+            record smem FAIL "exit $worst; see $log"
+        elif [ -n "$missing" ]; then
+            record smem FAIL "these tiles never ran:$missing; see $log"
+        else
+            record smem PASS "$(grep -c 'kernel fmha_decode_[a-z_]*compact\|kernel fmha_decode_narrow' "$log") suite-kernel lines of the smaller tiles"
+        fi
         ;;
     memcheck | racecheck)
         log="$out/sanitizer-$step.log"

@@ -58,6 +58,14 @@ const char *kernel_name(fmha_dtype dtype, int64_t head_dim, DecodeKv kv) {
         return bf16 ? "fmha_decode_narrow_bf16_hd128" : "fmha_decode_narrow_fp16_hd128";
     if (kv == DecodeKv::kDenseShallow)  // hd96 only
         return bf16 ? "fmha_decode_shallow_bf16_hd96" : "fmha_decode_shallow_fp16_hd96";
+    if (kv == DecodeKv::kDenseCompact || kv == DecodeKv::kPagedCompact) {  // hd256, hd512
+        static const char *const kCompact[2][2][2] = {
+            {{"fmha_decode_compact_fp16_hd256", "fmha_decode_compact_fp16_hd512"},
+             {"fmha_decode_paged_compact_fp16_hd256", "fmha_decode_paged_compact_fp16_hd512"}},
+            {{"fmha_decode_compact_bf16_hd256", "fmha_decode_compact_bf16_hd512"},
+             {"fmha_decode_paged_compact_bf16_hd256", "fmha_decode_paged_compact_bf16_hd512"}}};
+        return kCompact[bf16][kv == DecodeKv::kPagedCompact][head_dim == 512];
+    }
     static const char *const kNames[2][2][5] = {
         {{"fmha_decode_fp16_hd64", "fmha_decode_fp16_hd96", "fmha_decode_fp16_hd128",
           "fmha_decode_fp16_hd256", "fmha_decode_fp16_hd512"},
@@ -134,7 +142,10 @@ int64_t grid_ctas(const Problem &p, int64_t splits) {
 // S8192 74.1-75.0 against 74.4-75.8 us, B8 H64/8 S16384 130.6-133.2 against
 // 131.7-133.9. Measured there only.
 DecodeKv cluster_tile(const Problem &streamed, const DeviceLimits &dev, int splits) {
-    return grid_ctas(streamed, splits) <= dev.num_sms ? DecodeKv::kDenseLone : DecodeKv::kDense;
+    const bool lone_fits =
+        dev.max_smem <= 0 || decode_smem_bytes(128, DecodeKv::kDenseLone) <= dev.max_smem;
+    return lone_fits && grid_ctas(streamed, splits) <= dev.num_sms ? DecodeKv::kDenseLone
+                                                                   : DecodeKv::kDense;
 }
 
 const char *cluster_kernel_name(fmha_dtype dtype, DecodeKv kv) {
@@ -237,7 +248,7 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
 
 // The tile for a dense cache's grid, from the grid's CTA count after the
 // usual tile's split count (which stays). Measured on the H200 only: other
-// devices keep the usual tile where it fits (narrow_for_shared_memory).
+// devices keep the usual tile where it fits (fitting_tile).
 // hd128, the narrow tile (32 keys a stage, half the bytes in flight per CTA,
 // up to 4 CTAs per SM) where the grid is one wave of it and has more than
 // ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the SMs is
@@ -254,22 +265,28 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
 // cuDNN. Elsewhere it lost or tied: 128 lone CTAs 0.75x, 416-512 CTAs
 // 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the narrow tile (32 keys) lost
 // at hd96 almost everywhere (its CTAs keep too few bytes in flight).
-// hd128 on devices whose shared memory per block cannot take the usual tile
-// (102,656 bytes; sm_86/89/120 offer 99 KB): the narrow tile (53,504 bytes),
-// the usual tile's split count kept. Before, these problems went to the
-// portable kernel, which reads K and V once per query head where the decode
-// kernel reads them once per KV head; the reads rule of prefers_decode (d55)
-// picks the decode kernel for such problems on the H200. Not measured on a
-// 99 KB device (none here); the narrow entry points are the ones the H200
-// runs on one-wave grids.
-bool narrow_for_shared_memory(const Problem &p, const DeviceLimits &dev) {
-    return p.head_dim == 128 && !p.paged_kv && p.head_dim_v == p.head_dim && dev.max_smem > 0 &&
-           dev.max_smem < decode_smem_bytes(128, DecodeKv::kDense) &&
-           dev.max_smem >= decode_smem_bytes(128, DecodeKv::kDenseNarrow);
+// A smaller tile where the device's shared memory per block cannot take the
+// chosen one, the split count kept: hd128 over a contiguous cache the narrow
+// tile (102,656 -> 53,504 bytes: sm_86/89/120 offer 99 KB), hd256 and hd512
+// the compact one (205,056 -> 73,984 and 213,248 -> 147,712: sm_80/87 offer
+// 163 KB). Before, AUTO sent these problems to the portable kernel, which
+// reads K and V once per query head where the decode kernel reads them once
+// per KV head (the reads rule of prefers_decode, d55, picks the decode kernel
+// for them on the H200), or, at hd512, had no kernel at all. Not measured on
+// such devices (none here); the tests run these tiles on the H200 with
+// FMHA_SHARED_MEMORY_LIMIT (kernel-notes d80).
+DecodeKv fitting_tile(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {
+    const int d = static_cast<int>(p.head_dim);
+    if (dev.max_smem <= 0 || decode_smem_bytes(d, kv) <= dev.max_smem) return kv;
+    if (d == 128 && kv == DecodeKv::kDense) return DecodeKv::kDenseNarrow;
+    if (d == 256 || d == 512) {
+        if (kv == DecodeKv::kDense) return DecodeKv::kDenseCompact;
+        if (kv == DecodeKv::kPaged) return DecodeKv::kPagedCompact;
+    }
+    return kv;  // select_kernel reports what does not fit
 }
 
 DecodeKv dense_tile(const Problem &p, const DeviceLimits &dev, int splits) {
-    if (narrow_for_shared_memory(p, dev)) return DecodeKv::kDenseNarrow;
     if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim_v != p.head_dim)
         return DecodeKv::kDense;
     const int64_t ctas = grid_ctas(p, splits);
@@ -361,6 +378,11 @@ bool pair_and_split(const Problem &p, const DeviceLimits &dev, DecodeKv *kv, int
     }
     DecodeKv paired_kv = DecodeKv::kDense;  // hd64: the hd128 tile
     if (p.head_dim == 96 && !paired_hd96_tile(p, dev, paired_splits, &paired_kv)) return false;
+    // Only where the paired tile fits (FMHA_SHARED_MEMORY_LIMIT may lower the
+    // limit below what sm_90 offers).
+    if (dev.max_smem > 0 &&
+        decode_smem_bytes(static_cast<int>(2 * p.head_dim), paired_kv) > dev.max_smem)
+        return false;
     *splits = paired_splits;
     *kv = paired_kv;
     return true;
@@ -476,6 +498,7 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     int splits = 1;
     const bool paired = pair_and_split(p, dev, &kv, &splits);
     if (!paired && kv == DecodeKv::kDense) kv = dense_tile(p, dev, splits);
+    if (!paired) kv = fitting_tile(p, dev, kv);
     // What the kernel streams (paired: twice the head_dim over half the KV heads).
     const Problem streamed = paired ? paired_view(p) : p;
     c.decode.paired = paired;

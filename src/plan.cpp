@@ -1,6 +1,8 @@
 // Plan creation and introspection, and the support query.
 #include "plan.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -36,13 +38,29 @@ namespace {
 
 // What kernel selection sees of a described device: the same limits for a
 // plan and for a support query of the current device, so that both agree.
-DeviceLimits limits_of(const Driver &drv, const DeviceContext &dc) {
+// FMHA_SHARED_MEMORY_LIMIT (bytes) lowers the opt-in shared memory per block
+// it plans with, never raising it: a large GPU then runs the tiles chosen
+// for smaller ones, as the tests do on the H200.
+fmha_status limits_of(const Driver &drv, const DeviceContext &dc, DeviceLimits *out) {
     DeviceLimits dev;
     dev.sm = dc.sm;
     dev.num_sms = dc.num_sms;
     dev.max_smem = dc.max_smem_optin;
     dev.cluster_launch = dc.sm >= 90 && drv.launch_kernel_ex != nullptr;
-    return dev;
+    const char *env = std::getenv("FMHA_SHARED_MEMORY_LIMIT");
+    if (env != nullptr && env[0] != '\0') {
+        char *end = nullptr;
+        errno = 0;
+        const long long limit = std::strtoll(env, &end, 10);
+        if (end == env || *end != '\0' || errno != 0 || limit < 1)
+            return fail(FMHA_STATUS_INVALID_ARGUMENT,
+                        "environment FMHA_SHARED_MEMORY_LIMIT is \"%s\": must be a positive "
+                        "number of bytes",
+                        env);
+        if (limit < dev.max_smem) dev.max_smem = static_cast<int>(limit);
+    }
+    *out = dev;
+    return FMHA_STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -64,7 +82,7 @@ FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm)
         FMHA_TRY(fmha::load_driver(&drv));
         fmha::DeviceContext dc;
         FMHA_TRY(fmha::query_device(*drv, p.device, &dc));
-        dev = fmha::limits_of(*drv, dc);
+        FMHA_TRY(fmha::limits_of(*drv, dc, &dev));
     } else if (sm < 0) {
         return fmha::fail(FMHA_STATUS_INVALID_ARGUMENT,
                           "sm is %d: pass a compute capability (e.g. 90), FMHA_SM_ANY (0) or "
@@ -91,7 +109,9 @@ FMHA_API fmha_status fmha_create_plan(fmha_plan **plan_out, const fmha_descripto
     plan->problem = p;
     const fmha::Driver *drv = plan->drv;
 
-    fmha_status st = fmha::check_device(p, fmha::limits_of(*drv, dc), &plan->choice);
+    fmha::DeviceLimits dev;
+    fmha_status st = fmha::limits_of(*drv, dc, &dev);
+    if (st == FMHA_STATUS_SUCCESS) st = fmha::check_device(p, dev, &plan->choice);
     if (st == FMHA_STATUS_SUCCESS) {
         plan->image = fmha::find_image(plan->choice.image_family, dc.sm);
         plan->function_dependent = fmha::launches_as_dependent(*plan->image, dc.sm);

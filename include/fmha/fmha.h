@@ -162,22 +162,24 @@ typedef enum fmha_kernel_family {
      *  devices where the Hopper kernel does not run, for short seqlen_q; at
      *  head_dim 512 only over pages the Hopper kernel gathers row by row,
      *  sizes not a multiple of 32), when num_splits >= 2, and for head_dim
-     *  512 where the Hopper kernel does not run. Its grid takes m_tiles x num_kv_heads <= 65535, where
-     *  m_tiles = ceil(seqlen_q x num_q_heads / num_kv_heads / 16), and batch
-     *  <= 65535. Shared memory per block, at most: 213,248 bytes at
-     *  head_dim 512, 205,056 at 256, 102,656 at 128 with a contiguous cache
-     *  (69,888 over pages), 100,608 at 64 and 77,056 at 96 (on sm_90, whose
-     *  tiles there read two KV heads at once from a contiguous cache,
-     *  102,656 at 64 and 153,856 at 96, and whose two-CTA clusters of
-     *  2-split hd128 grids of one CTA per SM take 135,424). So head_dim 256 and 512 run on it
-     *  only on devices with sm_90 / sm_100-class shared memory (227 KB
-     *  opt-in per block), not on sm_80/87 (163 KB) nor sm_86/89/120 (99 KB);
-     *  there head_dim 128 with a contiguous cache takes a narrower tile
-     *  (53,504 bytes).
-     *  Where it does not fit or its grid would exceed those limits, AUTO
-     *  takes the Hopper kernel where that runs the problem, else the
-     *  portable kernel (split as asked); head_dim 512 is then NOT_SUPPORTED
-     *  (as is DECODE itself). */
+     *  512 where the Hopper kernel does not run. Its grid takes m_tiles x
+     *  num_kv_heads <= 65535, where m_tiles = ceil(seqlen_q x num_q_heads /
+     *  num_kv_heads / 16), and batch <= 65535. Shared memory per block:
+     *  213,248 bytes at head_dim 512, 205,056 at 256, 102,656 at 128 with a
+     *  contiguous cache (69,888 over pages), 100,608 at 64 and 77,056 at 96;
+     *  on sm_90 also 102,656 at 64 and 153,856 at 96 (tiles reading two KV
+     *  heads at once from a contiguous cache) and 135,424 (the two-CTA
+     *  clusters of 2-split hd128 grids of one CTA per SM). Where the device
+     *  offers less per block, smaller tiles: 53,504 bytes at 128 with a
+     *  contiguous cache, 73,984 at 256 and 147,712 at 512 (contiguous or
+     *  paged). So every head_dim runs on it on devices with 163 KB or more
+     *  (sm_80/87, sm_90, sm_100/103), and all but 512 on sm_86/89/120 (99
+     *  KB). Where it cannot run a problem (those limits), AUTO takes the
+     *  Hopper kernel where that runs it, else the portable kernel (split as
+     *  asked); head_dim 512 is then NOT_SUPPORTED (as is DECODE itself).
+     *  Env FMHA_SHARED_MEMORY_LIMIT (bytes) lowers the shared memory per
+     *  block plans assume, never raising it: a large GPU then runs the tiles
+     *  chosen for smaller ones, as the tests do. */
     FMHA_KERNEL_DECODE = 3
 } fmha_kernel_family;
 

@@ -810,6 +810,16 @@ FMHA_DECODE_ENTRY(fmha_decode_narrow_fp16_hd128, false, 128, fmha::DecodeKv::kDe
 // Dense hd96 on the shallow tile (tile_traits.h; launch_decode.cpp chooses).
 FMHA_DECODE_ENTRY(fmha_decode_shallow_bf16_hd96, true, 96, fmha::DecodeKv::kDenseShallow)
 FMHA_DECODE_ENTRY(fmha_decode_shallow_fp16_hd96, false, 96, fmha::DecodeKv::kDenseShallow)
+// hd256 and hd512, dense and paged, on the compact tile where the device's
+// shared memory per block cannot take the usual one (launch_decode.cpp).
+FMHA_DECODE_ENTRY(fmha_decode_compact_bf16_hd256, true, 256, fmha::DecodeKv::kDenseCompact)
+FMHA_DECODE_ENTRY(fmha_decode_compact_fp16_hd256, false, 256, fmha::DecodeKv::kDenseCompact)
+FMHA_DECODE_ENTRY(fmha_decode_compact_bf16_hd512, true, 512, fmha::DecodeKv::kDenseCompact)
+FMHA_DECODE_ENTRY(fmha_decode_compact_fp16_hd512, false, 512, fmha::DecodeKv::kDenseCompact)
+FMHA_DECODE_ENTRY(fmha_decode_paged_compact_bf16_hd256, true, 256, fmha::DecodeKv::kPagedCompact)
+FMHA_DECODE_ENTRY(fmha_decode_paged_compact_fp16_hd256, false, 256, fmha::DecodeKv::kPagedCompact)
+FMHA_DECODE_ENTRY(fmha_decode_paged_compact_bf16_hd512, true, 512, fmha::DecodeKv::kPagedCompact)
+FMHA_DECODE_ENTRY(fmha_decode_paged_compact_fp16_hd512, false, 512, fmha::DecodeKv::kPagedCompact)
 // Paged hd64 on 128-key tiles (tile_traits.h).
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_bf16_hd64, true, 64, fmha::DecodeKv::kPagedWide)
 FMHA_DECODE_ENTRY(fmha_decode_paged_wide_fp16_hd64, false, 64, fmha::DecodeKv::kPagedWide)

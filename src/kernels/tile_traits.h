@@ -297,18 +297,21 @@ struct DecodeTile {
 // table on the usual tile or (hd64) the wide one; or a dense cache on the
 // narrow tile (hd128) or the shallow one (hd96 and paired hd96), for grids of
 // one wave at their occupancy, or on the lone tile (hd128 clusters of one
-// CTA per SM).
+// CTA per SM); or, dense or paged, on the compact tile (hd256 and hd512)
+// where the device's shared memory per block cannot take the usual one.
 enum class DecodeKv : int {
     kDense = 0,
     kPaged = 1,
     kPagedWide = 2,
     kDenseNarrow = 3,
     kDenseShallow = 4,
-    kDenseLone = 5
+    kDenseLone = 5,
+    kDenseCompact = 6,
+    kPagedCompact = 7
 };
 
 FMHA_HOST_DEVICE constexpr bool decode_paged(DecodeKv kv) {
-    return kv == DecodeKv::kPaged || kv == DecodeKv::kPagedWide;
+    return kv == DecodeKv::kPaged || kv == DecodeKv::kPagedWide || kv == DecodeKv::kPagedCompact;
 }
 
 constexpr int kDecodeRows = 16;
@@ -321,7 +324,12 @@ FMHA_HOST_DEVICE constexpr DecodeTile decode_tile(int head_dim, DecodeKv kv) {
                            : DecodeTile{FMHA_DECODE_TUNE_WARPS, 16 * FMHA_DECODE_TUNE_WARPS,
                                         FMHA_DECODE_TUNE_STAGES, 1};
 #else
-    return head_dim == 512                           ? DecodeTile{4, 32, 3, 2}
+    // The compact tile: 2 stages of 32 keys, two warps per key slice (73,984
+    // bytes at hd256, 147,712 at hd512, against 205,056 and 213,248 on the
+    // usual tiles): hd256 fits 99 KB devices, hd512 sm_80/87's 163 KB.
+    return kv == DecodeKv::kDenseCompact || kv == DecodeKv::kPagedCompact
+               ? DecodeTile{4, 32, 2, 2}
+         : head_dim == 512                           ? DecodeTile{4, 32, 3, 2}
          : kv == DecodeKv::kDenseNarrow              ? DecodeTile{4, 32, 3, 2}
          : kv == DecodeKv::kDenseShallow             ? DecodeTile{4, 64, 2, 1}
          : kv == DecodeKv::kDenseLone                ? DecodeTile{8, 128, 2, 1}

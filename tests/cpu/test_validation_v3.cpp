@@ -441,17 +441,23 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
     fmha_strides_bshd(&hd512.k_strides, hd512.seqlen_k, 1, 512);
     hd512.v_strides = hd512.k_strides;
     hd512.o_strides = hd512.q_strides;
-    SECTION("head_dim 512: PORTABLE does not run it, nor the decode kernel on sm_80/86 "
-            "(213,248 bytes of shared memory per block)") {
+    SECTION("head_dim 512: PORTABLE does not run it; the decode kernel does where its compact "
+            "tile fits (147,712 bytes of shared memory per block: sm_80, not sm_86)") {
+        for (int k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_DECODE}) {
+            hd512.kernel = k;
+            INFO("kernel " << k);
+            expect_valid(hd512, 80);  // 163 KB: the compact tile
+            FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, 86));
+            const std::string msg = fmha_last_error_message();
+            CHECK(msg.find("512") != std::string::npos);
+            CHECK(msg.find("147712") != std::string::npos);  // what the smallest tile needs
+            CHECK(msg.find("shared memory") != std::string::npos);
+        }
         for (int32_t sm : {80, 86}) {
-            for (int k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_DECODE, FMHA_KERNEL_PORTABLE}) {
-                hd512.kernel = k;
-                INFO("sm " << sm << " kernel " << k);
-                FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, sm));
-                const std::string msg = fmha_last_error_message();
-                CHECK(msg.find("512") != std::string::npos);
-                if (k != FMHA_KERNEL_PORTABLE) CHECK(msg.find("shared memory") != std::string::npos);
-            }
+            hd512.kernel = FMHA_KERNEL_PORTABLE;
+            INFO("sm " << sm);
+            FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, sm));
+            CHECK(std::string(fmha_last_error_message()).find("512") != std::string::npos);
         }
         // PORTABLE is refused without a device too.
         hd512.kernel = FMHA_KERNEL_PORTABLE;
@@ -468,8 +474,8 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
                 expect_valid(hd512, 100);
             }
     }
-    SECTION("head_dim 256 on the decode kernel needs 205,056 bytes of shared memory: "
-            "AUTO takes the portable kernel where it does not fit, split or not") {
+    SECTION("head_dim 256 on the decode kernel: 205,056 bytes of shared memory on the usual "
+            "tile, 73,984 on the compact one, which every device takes, split or not") {
         fmha_descriptor d = dense_desc();
         d.head_dim = 256;
         d.seqlen_q = 1;  // a decode shape: AUTO prefers the decode kernel
@@ -478,26 +484,17 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
         d.v_strides = d.k_strides;
         d.o_strides = d.q_strides;
         for (int32_t sm : {80, 86}) {
-            INFO("sm " << sm);
-            d.kernel = FMHA_KERNEL_AUTO;
-            d.num_splits = 0;
-            expect_valid(d, sm);  // the portable kernel
-            d.num_splits = 4;     // the portable kernel splits as asked
-            expect_valid(d, sm);
-            d.kernel = FMHA_KERNEL_DECODE;
-            d.num_splits = 0;
-            FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, sm));
-            CHECK(std::string(fmha_last_error_message()).find("205056") != std::string::npos);
+            for (int k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_DECODE})
+                for (int32_t splits : {0, 4}) {
+                    INFO("sm " << sm << " kernel " << k << " splits " << splits);
+                    d.kernel = k;
+                    d.num_splits = splits;
+                    expect_valid(d, sm);
+                }
         }
     }
     SECTION("an unknown architecture gets the smallest shared memory (99 KB)") {
-        fmha_descriptor d = dense_desc();  // hd256: the decode kernel needs 205,056 bytes
-        d.head_dim = 256;
-        d.seqlen_q = 1;
-        fmha_strides_bshd(&d.q_strides, 1, 8, 256);
-        fmha_strides_bshd(&d.k_strides, d.seqlen_k, 2, 256);
-        d.v_strides = d.k_strides;
-        d.o_strides = d.q_strides;
+        fmha_descriptor d = hd512;  // the decode kernel's compact tile needs 147,712 bytes
         d.kernel = FMHA_KERNEL_DECODE;
         const int32_t ptx = fmha_embedded_ptx_arch();
         if (ptx != 0 && ptx <= 130) {
@@ -505,8 +502,7 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
             FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 130));
             CHECK(std::string(fmha_last_error_message()).find("101376") != std::string::npos);
         }
-        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&d, 80));
-        CHECK(std::string(fmha_last_error_message()).find("166912") != std::string::npos);
+        expect_valid(d, 80);  // 163 KB
         // hd128 over a contiguous cache fits everywhere: where the usual tile
         // (102,656 bytes) does not, the narrow one (53,504) runs it.
         fmha_descriptor hd128 = dense_desc();
@@ -1317,20 +1313,6 @@ TEST_CASE("serving support: merge references", "[cpu][support][serving]") {
     }
 }
 
-namespace {
-
-// Where only the decode kernel takes a problem and it needs more shared memory
-// per block than sm_80's 163 KB (fmha.h, FMHA_KERNEL_DECODE): head_dim 512,
-// and head_dim 256 forced onto it (AUTO falls back to the portable kernel,
-// split counts included).
-bool exceeds_sm80_shared_memory(const fmha_descriptor &d) {
-    if (d.kernel == FMHA_KERNEL_PORTABLE || d.kernel == FMHA_KERNEL_HOPPER) return false;
-    if (d.head_dim == 512) return true;
-    return d.head_dim == 256 && d.kernel == FMHA_KERNEL_DECODE;
-}
-
-}  // namespace
-
 TEST_CASE("serving support: every case of the GPU suites is a valid problem",
           "[cpu][support][serving]") {
     ForceKernelEnv env;
@@ -1366,7 +1348,9 @@ TEST_CASE("serving support: every case of the GPU suites is a valid problem",
                     if (!sm80) continue;
                     const fmha_status st = fmha_check_support(&d, 80);
                     INFO("sm_80: " << status_name(st) << ": " << fmha_last_error_message());
-                    if (documented_unsupported(d) || exceeds_sm80_shared_memory(d))
+                    // Every case fits sm_80's 163 KB per block (hd256 and hd512
+                    // decode on the compact tile).
+                    if (documented_unsupported(d))
                         CHECK(st == FMHA_STATUS_NOT_SUPPORTED);
                     else CHECK(st == FMHA_STATUS_SUCCESS);
                 }

@@ -2401,8 +2401,8 @@ TEST_CASE("fake driver: AUTO at head_dim 512 over gathered pages", "[cpu][fake-d
     }
 }
 
-TEST_CASE("fake driver: on 99 KB devices hd128 decodes on the narrow tile, hd256 leaves the "
-          "decode kernel",
+TEST_CASE("fake driver: on 99 KB devices hd128 and hd256 decode on smaller tiles, hd512 has "
+          "no kernel",
           "[cpu][fake-driver][decode]") {
     if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
     Fake &f = fresh_fake(86);
@@ -2423,16 +2423,98 @@ TEST_CASE("fake driver: on 99 KB devices hd128 decodes on the narrow tile, hd256
     REQUIRE((i.num_splits > 1 ? f.previous_launch(&l) : f.last_launch(&l)) == 1);
     CHECK(std::string(l.kernel) == i.kernel_name);
     CHECK(l.shared_bytes == 53504u);
-    // hd256 (205,056 bytes): AUTO takes the portable kernel; forced, a clear
-    // NOT_SUPPORTED.
+    // hd256 (205,056 bytes on the usual tile): the compact tile (73,984).
     d = make_desc(FMHA_DTYPE_BF16, 256, Layout::BSHD, 1, 4096);
-    Plan portable;
-    REQUIRE(create(portable, d) == FMHA_STATUS_SUCCESS);
-    CHECK(info_of(portable.p).kernel_family == FMHA_KERNEL_PORTABLE);
-    d.kernel = FMHA_KERNEL_DECODE;
-    Plan forced;
-    CHECK(create(forced, d) == FMHA_STATUS_NOT_SUPPORTED);
-    CHECK(std::string(fmha_last_error_message()).find("shared memory") != std::string::npos);
+    Plan compact;
+    REQUIRE(create(compact, d) == FMHA_STATUS_SUCCESS);
+    i = info_of(compact.p);
+    CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
+    CHECK(std::string(i.kernel_name) == "fmha_decode_compact_bf16_hd256");
+    CHECK(i.shared_memory_bytes == 73984);
+    // hd512: even the compact tile (147,712 bytes) does not fit: a clear
+    // NOT_SUPPORTED, forced or AUTO (no other kernel runs hd512 there).
+    d = make_desc(FMHA_DTYPE_BF16, 512, Layout::BSHD, 1, 4096);
+    for (int k : {FMHA_KERNEL_AUTO, FMHA_KERNEL_DECODE}) {
+        d.kernel = k;
+        Plan none;
+        CHECK(create(none, d) == FMHA_STATUS_NOT_SUPPORTED);
+        CHECK(std::string(fmha_last_error_message()).find("shared memory") != std::string::npos);
+    }
+}
+
+// sm_80/87 (163 KB per block): hd256 and hd512 decode on the compact tile,
+// dense and paged, where the usual tiles (205,056 and 213,248 bytes) do not
+// fit; hd512 had no kernel there before.
+TEST_CASE("fake driver: on 163 KB devices hd256 and hd512 decode on the compact tile",
+          "[cpu][fake-driver][decode]") {
+    if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
+    struct Row {
+        int64_t hd, q_heads, kv_heads;
+        bool paged;
+        const char *kernel;
+        int smem;
+    } rows[] = {{256, 16, 4, false, "fmha_decode_compact_bf16_hd256", 73984},
+                {256, 16, 4, true, "fmha_decode_paged_compact_bf16_hd256", 73984},
+                {512, 16, 1, false, "fmha_decode_compact_bf16_hd512", 147712},
+                {512, 16, 1, true, "fmha_decode_paged_compact_bf16_hd512", 147712}};
+    for (const Row &r : rows) {
+        Fake &f = fresh_fake(80);
+        f.configure("smem_optin", 166912);
+        const fmha_descriptor d = decode_row_desc(4, r.q_heads, r.kv_heads, 1, 4096, r.hd, r.paged);
+        INFO(r.kernel);
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        CHECK(i.shared_memory_bytes == r.smem);
+        CHECK(i.threads_per_cta == 128);
+        fmha_tensors t = fake_tensors();
+        if (r.paged) t.block_table = reinterpret_cast<const int32_t *>(g_fake_memory + 1536);
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                            fmha_run(plan.p, &t, fake_workspace(), i.workspace_bytes, nullptr));
+        fake_cuda_launch l;
+        REQUIRE((i.num_splits > 1 ? f.previous_launch(&l) : f.last_launch(&l)) == 1);
+        CHECK(std::string(l.kernel) == r.kernel);
+        CHECK(l.shared_bytes == static_cast<unsigned>(r.smem));
+        CHECK(fmha_check_support(&d, 80) == FMHA_STATUS_SUCCESS);
+    }
+}
+
+// FMHA_SHARED_MEMORY_LIMIT lowers the shared memory per block plans assume
+// (the GPU tests run the smaller devices' tiles on the H200 with it), never
+// raises it, and a bad value is named.
+TEST_CASE("fake driver: FMHA_SHARED_MEMORY_LIMIT caps the shared memory plans assume",
+          "[cpu][fake-driver][decode]") {
+    if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
+    struct EnvGuard {
+        ~EnvGuard() { unsetenv("FMHA_SHARED_MEMORY_LIMIT"); }
+    } guard;
+    const fmha_descriptor d = decode_row_desc(4, 16, 1, 1, 4096, 512, false);
+    auto kernel_with = [&](const char *limit) {
+        fresh_fake(80).configure("smem_optin", 232448);  // sm_100-class
+        if (limit) setenv("FMHA_SHARED_MEMORY_LIMIT", limit, 1);
+        else unsetenv("FMHA_SHARED_MEMORY_LIMIT");
+        Plan plan;
+        const fmha_status st = create(plan, d);
+        const fmha_status support = fmha_check_support(&d, FMHA_SM_CURRENT_DEVICE);
+        CHECK(support == st);  // the support query sees the same limit
+        return st == FMHA_STATUS_SUCCESS ? std::string(info_of(plan.p).kernel_name)
+                                         : std::string(fmha_status_string(st)) + ": " +
+                                               fmha_last_error_message();
+    };
+    CHECK(kernel_with(nullptr) == "fmha_decode_bf16_hd512");
+    CHECK(kernel_with("166912") == "fmha_decode_compact_bf16_hd512");
+    CHECK(kernel_with("1000000") == "fmha_decode_bf16_hd512");  // never raised
+    const std::string small = kernel_with("101376");
+    CHECK(small.find("FMHA_STATUS_NOT_SUPPORTED") == 0);
+    CHECK(small.find("shared memory") != std::string::npos);
+    for (const char *bad : {"abc", "-5", "0", "12kb"}) {
+        INFO(bad);
+        const std::string got = kernel_with(bad);
+        CHECK(got.find("FMHA_STATUS_INVALID_ARGUMENT") == 0);
+        CHECK(got.find("FMHA_SHARED_MEMORY_LIMIT") != std::string::npos);
+    }
 }
 
 // fmha_check_support must answer what fmha_create_plan does: for the current
@@ -2449,12 +2531,14 @@ TEST_CASE("fake driver: support queries and plans agree on shared memory",
         int32_t splits;
         bool fits_sm80, fits_sm86;
     } rows[] = {
-        {"hd512 AUTO (decode: 213,248 bytes)", 512, FMHA_KERNEL_AUTO, 0, false, false},
-        {"hd512 DECODE", 512, FMHA_KERNEL_DECODE, 0, false, false},
-        {"hd256 DECODE (205,056 bytes)", 256, FMHA_KERNEL_DECODE, 0, false, false},
-        {"hd256 AUTO, 4 splits (falls back to portable, split)", 256, FMHA_KERNEL_AUTO, 4, true, true},
-        {"hd256 DECODE, 4 splits", 256, FMHA_KERNEL_DECODE, 4, false, false},
-        {"hd256 AUTO (falls back to portable)", 256, FMHA_KERNEL_AUTO, 0, true, true},
+        {"hd512 AUTO (decode: 213,248 bytes; compact tile 147,712)", 512, FMHA_KERNEL_AUTO, 0,
+         true, false},
+        {"hd512 DECODE", 512, FMHA_KERNEL_DECODE, 0, true, false},
+        {"hd256 DECODE (205,056 bytes; compact tile 73,984)", 256, FMHA_KERNEL_DECODE, 0, true,
+         true},
+        {"hd256 AUTO, 4 splits", 256, FMHA_KERNEL_AUTO, 4, true, true},
+        {"hd256 DECODE, 4 splits", 256, FMHA_KERNEL_DECODE, 4, true, true},
+        {"hd256 AUTO", 256, FMHA_KERNEL_AUTO, 0, true, true},
         {"hd128 DECODE (102,656 bytes; the narrow tile's 53,504 on sm_86)", 128,
          FMHA_KERNEL_DECODE, 0, true, true},
         {"hd128 DECODE, 4 splits", 128, FMHA_KERNEL_DECODE, 4, true, true},
@@ -2489,8 +2573,8 @@ TEST_CASE("fake driver: support queries and plans agree on shared memory",
                 const fmha_plan_info i = info_of(plan.p);
                 CHECK(i.shared_memory_bytes <= optin);
                 if (r.kernel == FMHA_KERNEL_DECODE) CHECK(i.kernel_family == FMHA_KERNEL_DECODE);
-                if (r.hd == 256 && r.kernel == FMHA_KERNEL_AUTO)
-                    CHECK(i.kernel_family == FMHA_KERNEL_PORTABLE);
+                if (r.hd == 256)  // the compact tile (73,984 bytes) fits both
+                    CHECK(std::string(i.kernel_name) == "fmha_decode_compact_bf16_hd256");
                 if (r.splits > 0) CHECK(i.num_splits == r.splits);
             } else {
                 CHECK(msg.find("shared memory") != std::string::npos);

@@ -32,8 +32,9 @@ static fmha_status check_shared_memory(const Problem &p, const KernelChoice &c,
     if (c.smem_bytes <= dev.max_smem) return FMHA_STATUS_SUCCESS;
     return fail(FMHA_STATUS_NOT_SUPPORTED,
                 "descriptor.head_dim is %lld: kernel %s needs %d bytes of shared memory per "
-                "block; sm_%d offers at most %d",
-                (long long)p.head_dim, c.kernel_name, c.smem_bytes, dev.sm, dev.max_smem);
+                "block; sm_%d offers at most %d%s",
+                (long long)p.head_dim, c.kernel_name, c.smem_bytes, dev.sm, dev.max_smem,
+                dev.smem_capped ? " (as environment FMHA_SHARED_MEMORY_LIMIT sets)" : "");
 }
 
 static fmha_status need_image(const char *family, int sm) {

@@ -72,6 +72,7 @@ struct DeviceLimits {
     int sm = 0;        // compute capability, major*10+minor
     int num_sms = 0;   // for split-KV and persistent grids
     int max_smem = 0;  // opt-in shared memory per block, bytes
+    bool smem_capped = false;  // max_smem lowered by FMHA_SHARED_MEMORY_LIMIT
     bool cluster_launch = false;  // the driver launches thread-block clusters (cuLaunchKernelEx)
 };
 

@@ -57,7 +57,10 @@ fmha_status limits_of(const Driver &drv, const DeviceContext &dc, DeviceLimits *
                         "environment FMHA_SHARED_MEMORY_LIMIT is \"%s\": must be a positive "
                         "number of bytes",
                         env);
-        if (limit < dev.max_smem) dev.max_smem = static_cast<int>(limit);
+        if (limit < dev.max_smem) {
+            dev.max_smem = static_cast<int>(limit);
+            dev.smem_capped = true;
+        }
     }
     *out = dev;
     return FMHA_STATUS_SUCCESS;

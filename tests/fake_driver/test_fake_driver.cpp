@@ -2509,6 +2509,7 @@ TEST_CASE("fake driver: FMHA_SHARED_MEMORY_LIMIT caps the shared memory plans as
     const std::string small = kernel_with("101376");
     CHECK(small.find("FMHA_STATUS_NOT_SUPPORTED") == 0);
     CHECK(small.find("shared memory") != std::string::npos);
+    CHECK(small.find("as environment FMHA_SHARED_MEMORY_LIMIT sets") != std::string::npos);
     for (const char *bad : {"abc", "-5", "0", "12kb"}) {
         INFO(bad);
         const std::string got = kernel_with(bad);

@@ -246,25 +246,6 @@ DecodeKv cache_kind(const Problem &p, const DeviceLimits &dev) {
                                                                          : DecodeKv::kPagedWide;
 }
 
-// The tile for a dense cache's grid, from the grid's CTA count after the
-// usual tile's split count (which stays). Measured on the H200 only: other
-// devices keep the usual tile where it fits (fitting_tile).
-// hd128, the narrow tile (32 keys a stage, half the bytes in flight per CTA,
-// up to 4 CTAs per SM) where the grid is one wave of it and has more than
-// ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the SMs is
-// served ~20% faster than the rest and the wave ends with the slow ones
-// (kernel-notes, "one-wave timeline"). Against cuDNN over 18 hd128 T=1 grids
-// (d43): 192-528 CTAs 0.996-1.054x the 64-key tile (B48 H32/8 S4096, 384
-// CTAs: 202 -> 192 us); 128 lone CTAs 0.85x (one CTA per SM needs 64 KB in
-// flight), 768 and 2048 CTAs (more waves) 0.96-0.98x.
-// hd96, the shallow tile (64 keys, 2 stages, 4 CTAs per SM instead of 2)
-// where the grid has more than 2 and at most 3 CTAs per SM: one wave of it,
-// where the 3-stage tile runs a full wave and a partial one. Against the
-// 3-stage tile (d44, one split forced, 272-384 CTAs): 1.11-1.30x; with the
-// automatic split count (B48 H32/8 S4096, 1 split, 384 CTAs) 0.949 -> 1.055x
-// cuDNN. Elsewhere it lost or tied: 128 lone CTAs 0.75x, 416-512 CTAs
-// 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the narrow tile (32 keys) lost
-// at hd96 almost everywhere (its CTAs keep too few bytes in flight).
 // A smaller tile where the device's shared memory per block cannot take the
 // chosen one, the split count kept: hd128 over a contiguous cache the narrow
 // tile (102,656 -> 53,504 bytes: sm_86/89/120 offer 99 KB), hd256 and hd512
@@ -286,6 +267,25 @@ DecodeKv fitting_tile(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {
     return kv;  // select_kernel reports what does not fit
 }
 
+// The tile for a dense cache's grid, from the grid's CTA count after the
+// usual tile's split count (which stays). Measured on the H200 only: other
+// devices keep the usual tile where it fits (fitting_tile).
+// hd128, the narrow tile (32 keys a stage, half the bytes in flight per CTA,
+// up to 4 CTAs per SM) where the grid is one wave of it and has more than
+// ~1.45 CTAs per SM. With two 64-key CTAs per SM a fixed fifth of the SMs is
+// served ~20% faster than the rest and the wave ends with the slow ones
+// (kernel-notes, "one-wave timeline"). Against cuDNN over 18 hd128 T=1 grids
+// (d43): 192-528 CTAs 0.996-1.054x the 64-key tile (B48 H32/8 S4096, 384
+// CTAs: 202 -> 192 us); 128 lone CTAs 0.85x (one CTA per SM needs 64 KB in
+// flight), 768 and 2048 CTAs (more waves) 0.96-0.98x.
+// hd96, the shallow tile (64 keys, 2 stages, 4 CTAs per SM instead of 2)
+// where the grid has more than 2 and at most 3 CTAs per SM: one wave of it,
+// where the 3-stage tile runs a full wave and a partial one. Against the
+// 3-stage tile (d44, one split forced, 272-384 CTAs): 1.11-1.30x; with the
+// automatic split count (B48 H32/8 S4096, 1 split, 384 CTAs) 0.949 -> 1.055x
+// cuDNN. Elsewhere it lost or tied: 128 lone CTAs 0.75x, 416-512 CTAs
+// 0.83-0.89x, 256 CTAs and 896-1088 within 1%; the narrow tile (32 keys) lost
+// at hd96 almost everywhere (its CTAs keep too few bytes in flight).
 DecodeKv dense_tile(const Problem &p, const DeviceLimits &dev, int splits) {
     if (dev.sm != 90 || dev.num_sms <= 0 || p.paged_kv || p.head_dim_v != p.head_dim)
         return DecodeKv::kDense;

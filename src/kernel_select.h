@@ -87,6 +87,9 @@ DeviceLimits support_query_limits(int sm);
 fmha_status select_kernel(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 
 // Per-family configuration, in launch_<family>.cpp.
+// What the portable kernel cannot run on any device (head_dim 512); support
+// queries without a device (FMHA_SM_ANY) ask it of PORTABLE problems too.
+fmha_status portable_takes(const Problem &p);
 fmha_status portable_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out);
 // The portable kernel's automatic split count for a grid of `ctas` CTAs.
 int portable_auto_splits(const Problem &p, const DeviceLimits &dev, int64_t ctas);

@@ -91,12 +91,18 @@ int portable_auto_splits(const Problem &p, const DeviceLimits &dev, int64_t ctas
     return static_cast<int>(std::max<int64_t>(1, splits));
 }
 
-fmha_status portable_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
+fmha_status portable_takes(const Problem &p) {
     if (p.head_dim == 512)
         return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "descriptor.head_dim is %lld: the portable kernel does not run it (the "
-                    "decode and Hopper kernels do)",
+                    "descriptor.head_dim is %lld: the portable kernel (kernel PORTABLE, from "
+                    "the descriptor or FMHA_FORCE_KERNEL) does not run it; the decode and "
+                    "Hopper kernels do",
                     (long long)p.head_dim);
+    return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status portable_configure(const Problem &p, const DeviceLimits &dev, KernelChoice *out) {
+    FMHA_TRY(portable_takes(p));
     // At most 64 query rows per sequence (multi-token decode): the 64-row
     // block. A 128-row one wasted half its MMAs and ran T=32 over pages of
     // 16 1.8x slower (kernel notes p9).

@@ -77,7 +77,8 @@ FMHA_API fmha_status fmha_check_support(const fmha_descriptor *desc, int32_t sm)
     fmha::Problem p;
     FMHA_TRY(fmha::read_descriptor(desc, &p));
     FMHA_TRY(fmha::apply_forced_kernel(&p));
-    if (sm == FMHA_SM_ANY) return FMHA_STATUS_SUCCESS;
+    if (sm == FMHA_SM_ANY)  // no device: only what no device could run
+        return p.kernel == FMHA_KERNEL_PORTABLE ? fmha::portable_takes(p) : FMHA_STATUS_SUCCESS;
     fmha::DeviceLimits dev;
     if (sm == FMHA_SM_CURRENT_DEVICE) {
         // The device and limits fmha_create_plan would see now.

@@ -301,11 +301,6 @@ fmha_status read_descriptor(const fmha_descriptor *desc_in, Problem *out) {
                     "DECODE (3)",
                     desc->kernel);
     p.kernel = static_cast<fmha_kernel_family>(desc->kernel);
-    // Known without a device, so FMHA_SM_ANY support queries answer it too.
-    if (p.kernel == FMHA_KERNEL_PORTABLE && p.head_dim == 512)
-        return fail(FMHA_STATUS_NOT_SUPPORTED,
-                    "descriptor.kernel is PORTABLE (1): the portable kernel does not run "
-                    "head_dim 512 (the decode and Hopper kernels do)");
     if (desc->device < 0)
         return fail(FMHA_STATUS_INVALID_ARGUMENT, "descriptor.device is %d: must be >= 0",
                     desc->device);

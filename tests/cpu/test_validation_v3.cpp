@@ -462,8 +462,15 @@ TEST_CASE("v3: which kernel family can run what (device-dependent answers)",
         // PORTABLE is refused without a device too.
         hd512.kernel = FMHA_KERNEL_PORTABLE;
         FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, FMHA_SM_ANY));
-        CHECK(std::string(fmha_last_error_message()).find("descriptor.kernel is PORTABLE") !=
+        CHECK(std::string(fmha_last_error_message()).find("descriptor.head_dim is 512") !=
               std::string::npos);
+        CHECK(std::string(fmha_last_error_message()).find("kernel PORTABLE") !=
+              std::string::npos);
+        // So is FMHA_FORCE_KERNEL=portable on an AUTO descriptor.
+        hd512.kernel = FMHA_KERNEL_AUTO;
+        setenv("FMHA_FORCE_KERNEL", "portable", 1);
+        FMHA_CHECK_STATUS(FMHA_STATUS_NOT_SUPPORTED, fmha_check_support(&hd512, FMHA_SM_ANY));
+        unsetenv("FMHA_FORCE_KERNEL");
         // sm_100-class shared memory (227 KB) runs it on the decode kernel,
         // through the embedded PTX.
         const int32_t ptx = fmha_embedded_ptx_arch();

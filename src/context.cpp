@@ -17,6 +17,12 @@ fmha_status describe_device(const Driver &drv, CUdevice dev, DeviceContext *out)
     FMHA_CU(drv, device_get_attribute(&out->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
     FMHA_CU(drv, device_get_attribute(&out->max_smem_optin,
                                       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+    // Drivers that do not know the attribute leave 0: kernel selection then
+    // uses its architecture table.
+    int per_sm = 0;
+    if (drv.device_get_attribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                                 dev) == CUDA_SUCCESS)
+        out->smem_per_sm = per_sm;
     out->sm = major * 10 + minor;
     out->device = dev;
     return FMHA_STATUS_SUCCESS;

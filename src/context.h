@@ -14,6 +14,7 @@ struct DeviceContext {
     int sm = 0;            // major*10+minor
     int num_sms = 0;
     int max_smem_optin = 0;
+    int smem_per_sm = 0;   // shared memory per multiprocessor, bytes (0: not reported)
     bool retained_primary = false;
 };
 

@@ -22,7 +22,21 @@ DeviceLimits support_query_limits(int sm) {
     case 90: case 100: case 103: dev.max_smem = 232448; break;
     default: dev.max_smem = kSmallestOptinSmem; break;  // 86, 89, 110, 120, 121, unknown
     }
+    dev.smem_per_sm = shared_memory_per_sm(dev);
     return dev;
+}
+
+// Per SM, 1 KB more than the opt-in maximum per block (the CUDA programming
+// guide): 164 KB on sm_80/87, 228 KB on sm_90 and sm_100/103, 100 KB on
+// sm_86/89 and sm_120/121 and, as for the per-block limit, on architectures
+// not listed.
+int shared_memory_per_sm(const DeviceLimits &dev) {
+    if (dev.smem_per_sm > 0) return dev.smem_per_sm;
+    switch (dev.sm) {
+    case 80: case 87: return 164 * 1024;
+    case 90: case 100: case 103: return 228 * 1024;
+    default: return 100 * 1024;
+    }
 }
 
 // A kernel launches only with its dynamic shared memory within the device's

@@ -72,6 +72,7 @@ struct DeviceLimits {
     int sm = 0;        // compute capability, major*10+minor
     int num_sms = 0;   // for split-KV and persistent grids
     int max_smem = 0;  // opt-in shared memory per block, bytes
+    int smem_per_sm = 0;  // shared memory per SM, bytes (0: shared_memory_per_sm's table)
     bool smem_capped = false;  // max_smem lowered by FMHA_SHARED_MEMORY_LIMIT
     bool cluster_launch = false;  // the driver launches thread-block clusters (cuLaunchKernelEx)
 };
@@ -80,6 +81,10 @@ struct DeviceLimits {
 // architecture's opt-in shared memory per block, the smallest of the
 // supported architectures where that is not known.
 DeviceLimits support_query_limits(int sm);
+
+// Shared memory per SM, which bounds how many CTAs an SM holds at once: what
+// the driver reported for the device, else its architecture's.
+int shared_memory_per_sm(const DeviceLimits &dev);
 
 // Picks the family (honouring p.kernel) and fills the launch shape, with a
 // kernel whose shared memory fits dev.max_smem. Fails with NOT_SUPPORTED or

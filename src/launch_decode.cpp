@@ -177,12 +177,10 @@ constexpr double kPagedCtaRate = 0.56;  // 19 GB/s
 constexpr double kCombineBytesPerSplit = 1700;  // 0.05 us at 34 GB/s (head_dim 128)
 constexpr double kMinSplitBytes = 128 * 1024;
 
-// CTAs resident per SM, from shared memory (228 KB per SM on sm_90 and
-// sm_100, 164 KB on sm_80; 1 KB of it reserved per CTA), at most 4.
+// CTAs resident per SM, from shared memory (1 KB of it reserved per CTA),
+// at most 4.
 int64_t resident_ctas_per_sm(const DeviceLimits &dev, int smem_bytes) {
-    const int smem_per_sm = dev.sm == 80 ? 164 * 1024 : dev.sm >= 90 && dev.sm < 120 ? 228 * 1024
-                                                                                    : 100 * 1024;
-    return std::max(1, std::min(4, smem_per_sm / (smem_bytes + 1024)));
+    return std::max(1, std::min(4, shared_memory_per_sm(dev) / (smem_bytes + 1024)));
 }
 
 int auto_splits(const Problem &p, const DeviceLimits &dev, DecodeKv kv) {

@@ -46,6 +46,7 @@ fmha_status limits_of(const Driver &drv, const DeviceContext &dc, DeviceLimits *
     dev.sm = dc.sm;
     dev.num_sms = dc.num_sms;
     dev.max_smem = dc.max_smem_optin;
+    dev.smem_per_sm = dc.smem_per_sm;
     dev.cluster_launch = dc.sm >= 90 && drv.launch_kernel_ex != nullptr;
     const char *env = std::getenv("FMHA_SHARED_MEMORY_LIMIT");
     if (env != nullptr && env[0] != '\0') {

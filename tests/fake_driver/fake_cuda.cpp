@@ -42,6 +42,7 @@ struct State {
     std::mutex mu;
     std::condition_variable loads_changed;  // with mu: loads_in_progress moved
     int sm = 80, devices = 1, sms = 132, smem_optin = 227 * 1024, driver_version = 12080;
+    int smem_per_sm = 0;  // 0: the attribute reads 0, as for one the driver does not know
     int load_rendezvous = 0, loads_in_progress = 0;
     std::string fail_entry;
     CUresult fail_result = CUDA_SUCCESS;
@@ -166,6 +167,7 @@ CUresult device_get_attribute(int *v, CUdevice_attribute attr, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = s.sm % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = s.sms; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = s.smem_optin; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = s.smem_per_sm; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = 48 * 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
@@ -509,7 +511,7 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int, cu
 FAKE_EXPORT void fake_cuda_reset(void) {
     State &s = st();
     std::lock_guard<std::mutex> lock(s.mu);
-    s.sm = 80, s.devices = 1, s.sms = 132, s.smem_optin = 227 * 1024;
+    s.sm = 80, s.devices = 1, s.sms = 132, s.smem_optin = 227 * 1024, s.smem_per_sm = 0;
     s.load_rendezvous = 0;
     s.fail_entry.clear();
     s.fail_result = CUDA_SUCCESS;
@@ -529,6 +531,7 @@ FAKE_EXPORT void fake_cuda_configure(const char *key, long long value) {
     else if (k == "devices") s.devices = int(value);
     else if (k == "sms") s.sms = int(value);
     else if (k == "smem_optin") s.smem_optin = int(value);
+    else if (k == "smem_per_sm") s.smem_per_sm = int(value);
     else if (k == "driver_version") s.driver_version = int(value);
     else if (k == "load_rendezvous") s.load_rendezvous = int(value);
 }

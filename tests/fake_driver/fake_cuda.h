@@ -73,7 +73,9 @@ typedef void (*fake_cuda_pop_fn)(void);
 /* Exported by the fake:
  *   void  fake_cuda_reset(void);               defaults, counters to 0
  *   void  fake_cuda_configure(key, value);     "sm", "devices", "sms",
- *                                              "smem_optin", "driver_version",
+ *                                              "smem_optin", "smem_per_sm" (0, the
+ *                                              default: the attribute reads 0),
+ *                                              "driver_version",
  *                                              "load_rendezvous": a module load
  *                                              waits (up to 2 s) until this
  *                                              many loads are in progress

@@ -2699,3 +2699,39 @@ TEST_CASE("fake driver: errors name the struct and field they come from",
               std::string::npos);
     }
 }
+
+// How many decode CTAs an SM holds comes from the shared memory per SM the
+// driver reports (else the architecture's): the split model counts waves
+// with it. hd96, 4 query positions of 8 heads per KV head (two 16-row tiles
+// per KV head, where waves decide), on a 16-SM sm_87 device (Orin: 164 KB
+// per SM, two of these 77 KB CTAs).
+TEST_CASE("fake driver: decode split counts follow the shared memory per SM the driver reports",
+          "[cpu][fake-driver][decode]") {
+    if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
+    auto splits_with = [](int smem_per_sm) {
+        Fake &f = fresh_fake(87);
+        f.configure("smem_optin", 166912);
+        f.configure("sms", 16);
+        f.configure("smem_per_sm", smem_per_sm);
+        fmha_descriptor d = make_desc(FMHA_DTYPE_BF16, 96, Layout::BSHD, 4, 8192);
+        d.batch = 1;
+        d.num_q_heads = 16;
+        d.num_kv_heads = 2;
+        d.q_strides = d.o_strides = make_layout(Layout::BSHD, 1, 4, 16, 96).strides;
+        d.k_strides = d.v_strides = make_layout(Layout::BSHD, 1, 8192, 2, 96).strides;
+        d.num_splits = 0;
+        d.kernel = FMHA_KERNEL_DECODE;
+        Plan plan;
+        REQUIRE(create(plan, d) == FMHA_STATUS_SUCCESS);
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(std::string(i.kernel_name) == "fmha_decode_bf16_hd96");
+        return i.num_splits;
+    };
+    const int reported = splits_with(164 * 1024);  // two CTAs per SM
+    INFO("splits: 164 KB per SM reported " << reported << ", none reported "
+                                             << splits_with(0) << ", 100 KB reported "
+                                             << splits_with(100 * 1024));
+    CHECK(reported == 8);
+    CHECK(splits_with(0) == reported);          // sm_87's own figure: 164 KB
+    CHECK(splits_with(100 * 1024) == 4);        // one CTA per SM: half the splits
+}

@@ -487,7 +487,10 @@ FMHA_API fmha_status fmha_tensors_init(fmha_tensors *t, uint32_t version);
  *  several streams, each run with its own workspace (runs in flight must not
  *  share one; at least fmha_plan_workspace_size bytes, 16-byte aligned).
  *  Errors in the arguments are reported before anything is enqueued;
- *  kernel faults surface as usual on the stream. On sm_90 and newer, from
+ *  kernel faults surface as usual on the stream. A NaN or infinity in Q,
+ *  or in a key or value row a query sees, leaves that query's O and LSE
+ *  unspecified (NaN, 0 or -inf, by kernel and split count); the run still
+ *  touches nothing outside the tensors. On sm_90 and newer, from
  *  cubins built for them (not from JIT-compiled compute_80 PTX), the decode
  *  kernel and the split-KV combine use programmatic dependent launch: they
  *  may be scheduled while the previous work in `stream` drains, wait for it

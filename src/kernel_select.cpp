@@ -12,31 +12,25 @@ bool is_supported_head_dim(int64_t d) { return d == 64 || d == 96 || d == 128 ||
 // on sm_90 and sm_100/103, 99 KB on sm_86/89 and sm_120/121. sm_110 and
 // architectures not listed get the smallest, so that a support query never
 // promises a kernel that the device cannot launch.
-constexpr int kSmallestOptinSmem = 101376;  // 99 KB
+static int architecture_optin_smem(int sm) {
+    switch (sm) {
+    case 80: case 87: return 166912;
+    case 90: case 100: case 103: return 232448;
+    default: return 101376;  // 99 KB: 86, 89, 110, 120, 121, unknown
+    }
+}
 
 DeviceLimits support_query_limits(int sm) {
     DeviceLimits dev;
     dev.sm = sm;
-    switch (sm) {
-    case 80: case 87: dev.max_smem = 166912; break;
-    case 90: case 100: case 103: dev.max_smem = 232448; break;
-    default: dev.max_smem = kSmallestOptinSmem; break;  // 86, 89, 110, 120, 121, unknown
-    }
-    dev.smem_per_sm = shared_memory_per_sm(dev);
+    dev.max_smem = architecture_optin_smem(sm);
     return dev;
 }
 
-// Per SM, 1 KB more than the opt-in maximum per block (the CUDA programming
-// guide): 164 KB on sm_80/87, 228 KB on sm_90 and sm_100/103, 100 KB on
-// sm_86/89 and sm_120/121 and, as for the per-block limit, on architectures
-// not listed.
+// Per SM the guide gives 1 KB more than the opt-in maximum per block (164,
+// 228 and 100 KB); the architecture's figure where the driver reported none.
 int shared_memory_per_sm(const DeviceLimits &dev) {
-    if (dev.smem_per_sm > 0) return dev.smem_per_sm;
-    switch (dev.sm) {
-    case 80: case 87: return 164 * 1024;
-    case 90: case 100: case 103: return 228 * 1024;
-    default: return 100 * 1024;
-    }
+    return dev.smem_per_sm > 0 ? dev.smem_per_sm : architecture_optin_smem(dev.sm) + 1024;
 }
 
 // A kernel launches only with its dynamic shared memory within the device's

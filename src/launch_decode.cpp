@@ -515,7 +515,8 @@ fmha_status decode_configure(const Problem &p, const DeviceLimits &dev, KernelCh
     c.tile_m = kDecodeRows;
     c.tile_n = decode_tile(sd, kv).block_n;
     c.threads = decode_threads(sd, kv);
-    c.smem_bytes = decode_smem_bytes(sd, kv);  // checked against the device by select_kernel
+    c.smem_bytes = c.decode.cluster_merge ? decode_cluster_smem_bytes(sd, kv)
+                                          : decode_smem_bytes(sd, kv);  // checked by select_kernel
     FMHA_TRY(check_split_kv(p, splits));
     c.num_splits = splits;
     if (!c.decode.cluster_merge && c.num_splits > 1) {

@@ -316,13 +316,15 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
             q_frag[kk + 1][1] = f[3];
         }
     }
-    // Cluster merge (after the key loop): Q's rows are dead once its
-    // fragments are in registers; they become this CTA's inbox for the
-    // peer's half of the state, with its mbarrier in row 0's padding (never
-    // copied to), armed here for the bytes the peer will push: half of each
-    // query row's O, and its max and sum. The peer pushes only once this CTA
-    // has arrived on the cluster barrier at its last tile.
-    uint64_t *inbox_bar = reinterpret_cast<uint64_t *>(sQ + D);
+    // Cluster merge (after the key loop): the inbox, past every other region
+    // of shared memory and laid out as Q's rows, receives the peer's half of
+    // the state; its mbarrier sits in row 0's padding, armed here for the
+    // bytes the peer will push: half of each query row's O, and its max and
+    // sum. Nothing else in the CTA reads or writes the inbox, so the peer's
+    // pushes need no ordering against this CTA's accesses, only against the
+    // mbarrier's initialisation (its fence, then the arrival at the last tile).
+    T *sInbox = reinterpret_cast<T *>(smem_raw + decode_smem_bytes(D, kKv));
+    uint64_t *inbox_bar = reinterpret_cast<uint64_t *>(sInbox + D);
     if constexpr (kClusterMerge) {
         static_assert(kKeysOnM && !kPaired && kRow * 2 >= D * 2 + 16,
                       "cluster merge: keys on M, unpaired heads, Q rows with 16 bytes of padding");
@@ -500,12 +502,11 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
         if constexpr (kRefillAfterCompute) {
             ptx::cp_async_wait<kStages - 1>();  // tile i has landed
             __syncthreads();
-            // Cluster merge: Q read, the inbox armed; the peer may push once
-            // it has ended its keys. Not sooner: the arrival's release waits
-            // for this thread's copies in flight (after Q's fragments it cost
-            // B8 H32/8 S8192 1.3 us; kernel-notes d78), and at the last tile,
-            // refilled after compute, there are none.
-            if (kClusterMerge && i == num_tiles - 1) ptx::cluster_arrive();
+            // Cluster merge: the inbox armed; the peer may push once it has
+            // ended its keys. Relaxed: a release arrival is a GPU-scope
+            // membar, which waits for the thread's copies in flight (after
+            // Q's fragments it cost B8 H32/8 S8192 1.3 us; kernel-notes d78).
+            if (kClusterMerge && i == num_tiles - 1) ptx::cluster_arrive_relaxed();
         } else {
             ptx::cp_async_wait<kStages - 2>();  // tile i has landed
             __syncthreads();                    // and every warp is done with tile i - 1
@@ -684,7 +685,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
     // tie on another). No partials in global memory, no combine launch.
     if constexpr (kClusterMerge) {
         const unsigned peer = ptx::cluster_rank() ^ 1u;
-        const uint32_t inbox = ptx::smem_addr(sQ);
+        const uint32_t inbox = ptx::smem_addr(sInbox);
         const uint32_t peer_inbox = ptx::peer_smem(inbox, peer);
         const uint32_t peer_bar = ptx::peer_smem(ptx::smem_addr(inbox_bar), peer);
         constexpr uint32_t kInboxRow = kRow * 2;  // bytes; m and l past O's D * 2 bytes
@@ -693,8 +694,8 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                       "whole passes, chunks in pairs");
         float own_o[kPasses][8], own_m[kPasses], own_l[kPasses];
         bool finishes[kPasses];
-        if (num_tiles == 0) ptx::cluster_arrive();  // no keys: no arrival in the loop
-        ptx::cluster_wait();  // the peer has read its Q and armed its inbox
+        if (num_tiles == 0) ptx::cluster_arrive_relaxed();  // no keys: no arrival in the loop
+        ptx::cluster_wait();  // the peer has armed its inbox
 #pragma unroll
         for (int pass = 0; pass < kPasses; ++pass) {
             const int idx = threadIdx.x + pass * Cfg::kThreads;
@@ -713,7 +714,7 @@ __device__ __forceinline__ void decode(const DecodeParams &dp) {
                                          own_m[pass], own_l[pass], peer_bar);
         }
         ptx::mbarrier_wait(inbox_bar, 0);  // the peer's states of this CTA's chunks
-        const unsigned char *inbox_bytes = reinterpret_cast<const unsigned char *>(sQ);
+        const unsigned char *inbox_bytes = reinterpret_cast<const unsigned char *>(sInbox);
 #pragma unroll
         for (int pass = 0; pass < kPasses; ++pass) {
             if (!finishes[pass]) continue;

@@ -429,5 +429,10 @@ FMHA_HOST_DEVICE constexpr int decode_smem_bytes(int head_dim, DecodeKv kv) {
                 ? decode_pipeline_bytes(head_dim, kv)
                 : decode_reduce_bytes(head_dim, kv));
 }
+// Cluster merge entry points: past all of that, an inbox laid out as Q's rows
+// for the peer's pushed states, which nothing else in the CTA touches.
+FMHA_HOST_DEVICE constexpr int decode_cluster_smem_bytes(int head_dim, DecodeKv kv) {
+    return decode_smem_bytes(head_dim, kv) + decode_q_bytes(head_dim);
+}
 
 }  // namespace fmha

@@ -30,6 +30,17 @@ __device__ __forceinline__ void cluster_arrive() {
 #endif
 }
 
+// An arrival that orders nothing: what the peer may do after its wait must
+// not depend on this thread's earlier memory accesses (mbarrier inits are
+// ordered by fence_mbarrier_init). No membar, so it waits for nothing.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
 __device__ __forceinline__ void cluster_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");

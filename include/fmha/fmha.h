@@ -530,9 +530,10 @@ FMHA_API fmha_status fmha_check_block_table(const fmha_descriptor *desc,
  *  O = sum_p exp(LSE_p - LSE) O_p with LSE = log sum_p exp(LSE_p). A part
  *  whose LSE is -inf (it saw no key) contributes nothing; a row no part saw
  *  gives O = 0 and LSE = -inf. The O of a part whose LSE is -inf is not
- *  read, so it may hold anything. fmha_plan_get_info on a merge plan
- *  reports kernel_family AUTO, the merge kernel's name and num_splits =
- *  num_parts. */
+ *  read, so it may hold anything. A NaN or +inf LSE in any part makes that
+ *  row NaN (O and LSE), so that a corrupt part shows. fmha_plan_get_info on
+ *  a merge plan reports kernel_family AUTO, the merge kernel's name and
+ *  num_splits = num_parts. */
 typedef struct fmha_merge_descriptor {
     uint32_t version;      /**< FMHA_MERGE_DESCRIPTOR_VERSION. */
     int32_t dtype;         /**< fmha_dtype of the parts' O and of the output O. */

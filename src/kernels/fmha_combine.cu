@@ -148,11 +148,20 @@ __device__ __forceinline__ void combine(const Params &p) {
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (sink != -CUDART_INF_F) sum += __expf(sink - mx);
-    const float lse = sum > 0.f ? mx + __logf(sum) : -CUDART_INF_F;
+    // A NaN or +inf LSE (a part's, or the sink) has no place in a sum of
+    // exponentials: the row becomes NaN, O and LSE, rather than vanish into
+    // "no key" (fmaxf and the -inf tests above would otherwise drop it).
+    bool corrupt = !(sink < CUDART_INF_F);
+#pragma unroll
+    for (int i = 0; i < kLsePerLane; ++i) corrupt |= !(lse_l[i] < CUDART_INF_F);
+    corrupt = __any_sync(0xffffffffu, corrupt);
+    const float lse = corrupt ? CUDART_NAN_F : sum > 0.f ? mx + __logf(sum) : -CUDART_INF_F;
 #pragma unroll
     for (int i = 0; i < kLsePerLane; ++i)
-        weight[warp][lane + 32 * i] =
-            lse == -CUDART_INF_F || lse_l[i] == -CUDART_INF_F ? 0.f : __expf(lse_l[i] - lse);
+        weight[warp][lane + 32 * i] = corrupt ? CUDART_NAN_F
+                                      : lse == -CUDART_INF_F || lse_l[i] == -CUDART_INF_F
+                                          ? 0.f
+                                          : __expf(lse_l[i] - lse);
     __syncwarp();
 
     // A part with weight 0 saw no key: it contributes nothing and is never

@@ -604,6 +604,104 @@ TEST_CASE("merge: parts and output with batches 68 GiB apart", "[gpu][merge][lar
     for (const HostParts &hp : cases) run_host_parts(hp, case_seed(base_seed(), i++), true);
 }
 
+TEST_CASE("merge: a NaN or +inf LSE in any part makes its row NaN", "[gpu][merge]") {
+    FMHA_REQUIRE_GPU();
+    // Query i of each head: 0 every part finite; 1 part 1 NaN; 2 part 0
+    // +inf; 3 parts 0 and 2 saw no key (-inf) and part 1 is NaN.
+    const int64_t B = 1, Sq = 4, H = 2, D = 64;
+    const int P = 3;
+    const fmha_dtype dt = FMHA_DTYPE_BF16;
+    const size_t rows = size_t(B * H * Sq);
+    const TensorLayout l = make_layout(Layout::BSHD, B, Sq, H, D);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    std::mt19937_64 rng(case_seed(base_seed(), 27300));
+    std::normal_distribution<float> normal(0.0f, 1.0f), lse_dist(0.0f, 3.0f);
+    std::vector<std::vector<uint16_t>> host_o(P, std::vector<uint16_t>(l.alloc_elems, kGuard16));
+    std::vector<std::vector<float>> host_lse(P, std::vector<float>(rows));
+    std::vector<DeviceBuffer> po, plse;
+    for (int p = 0; p < P; ++p) {
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < Sq; ++i) {
+                float lse = lse_dist(rng);
+                if (i == 1 && p == 1) lse = nan;
+                if (i == 2 && p == 0) lse = inf;
+                if (i == 3) lse = p == 1 ? nan : -inf;
+                host_lse[size_t(p)][size_t(h * Sq + i)] = lse;
+                for (int64_t d = 0; d < D; ++d)
+                    host_o[size_t(p)][size_t(l.offset + element_offset(l.strides, 0, i, h, d))] =
+                        float_to_lowp(normal(rng), dt);
+            }
+        po.emplace_back(l.alloc_elems, 2, kGuard16);
+        po.back().upload(host_o[size_t(p)].data());
+        plse.emplace_back(rows, 4, kGuard32);
+        plse.back().upload(host_lse[size_t(p)].data());
+    }
+    fmha_merge_descriptor md;
+    REQUIRE(fmha_merge_descriptor_init(&md, FMHA_MERGE_DESCRIPTOR_VERSION) == FMHA_STATUS_SUCCESS);
+    md.dtype = dt;
+    md.batch = B;
+    md.seqlen_q = Sq;
+    md.num_heads = H;
+    md.head_dim = D;
+    md.part_strides = md.o_strides = l.strides;
+    md.num_parts = P;
+    md.flags = FMHA_FLAG_WRITE_LSE;
+    PlanPtr plan = make_merge_plan(md);
+    // Prefilled with finite values (bf16 1.0, LSE 1234.5), not the usual NaN,
+    // so that a NaN row in the output was written by the merge.
+    DeviceBuffer out(l.alloc_elems, 2, kGuard16), out_lse(rows, 4, kGuard32);
+    out.fill(0x3F80);
+    float lse_prefill = 1234.5f;
+    uint32_t lse_bits;
+    std::memcpy(&lse_bits, &lse_prefill, 4);
+    out_lse.fill(lse_bits);
+    std::vector<const void *> o_parts;
+    std::vector<const float *> lse_parts;
+    for (int p = 0; p < P; ++p) {
+        o_parts.push_back(static_cast<const uint16_t *>(po[size_t(p)].data()) + l.offset);
+        lse_parts.push_back(static_cast<const float *>(plse[size_t(p)].data()));
+    }
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                        fmha_run_merge(plan.get(), o_parts.data(), lse_parts.data(),
+                                       static_cast<uint16_t *>(out.data()) + l.offset,
+                                       static_cast<float *>(out_lse.data()), nullptr));
+    sync_or_fail();
+    const std::vector<uint16_t> got = download_all<uint16_t>(out);
+    const std::vector<float> got_lse = download_all<float>(out_lse);
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Sq; ++i) {
+            const size_t row = size_t(h * Sq + i);
+            INFO("head " << h << ", query " << i);
+            if (i == 0) {  // finite: the exact merge, in float64
+                double mx = -INFINITY, sum = 0;
+                for (int p = 0; p < P; ++p) mx = std::max(mx, double(host_lse[size_t(p)][row]));
+                for (int p = 0; p < P; ++p) sum += std::exp(double(host_lse[size_t(p)][row]) - mx);
+                const double lse = mx + std::log(sum);
+                CHECK(std::fabs(double(got_lse[row]) - lse) <= 1e-4 * (1 + std::fabs(lse)));
+                double err = 0;
+                for (int64_t d = 0; d < D; ++d) {
+                    const size_t at = size_t(l.offset + element_offset(l.strides, 0, i, h, d));
+                    double ref = 0;
+                    for (int p = 0; p < P; ++p)
+                        ref += std::exp(double(host_lse[size_t(p)][row]) - lse) *
+                               double(lowp_to_float(host_o[size_t(p)][at], dt));
+                    const double e = std::fabs(double(lowp_to_float(got[at], dt)) - ref);
+                    if (!(e <= err)) err = e;  // a NaN is kept
+                }
+                CHECK(err <= 0.02);  // bf16 rounding of values of magnitude <= ~4
+            } else {
+                CHECK(std::isnan(got_lse[row]));
+                int64_t not_nan = 0;
+                for (int64_t d = 0; d < D; ++d)
+                    not_nan += !is_nan_lowp(got[size_t(l.offset + element_offset(l.strides, 0, i, h, d))], dt);
+                CHECK(not_nan == 0);
+            }
+        }
+    check_guards(out, "o");
+    check_guards(out_lse, "lse");
+}
+
 TEST_CASE("merge: argument errors enqueue nothing", "[gpu][merge]") {
     FMHA_REQUIRE_GPU();
     const int64_t B = 2, Sq = 5, H = 3, D = 64;

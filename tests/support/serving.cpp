@@ -1270,12 +1270,14 @@ std::vector<ServingCase> split_suite() {
     }
     // the two splits of a keys-on-M hd128 row block as one cluster of two CTAs
     // (sm_90: `_r8_cluster_lone`, 2 stages of 128 keys, for these grids of at
-    // most one CTA per SM) on short rows: 2 to 4 tiles, so a CTA's half (1 or 2)
-    // is at most its pipeline's depth, next to a long row; bf16, softcap, sinks.
+    // most one CTA per SM) on short rows: no key, or less than one tile (the
+    // second CTA has none, the first zeroes the rows of its early tile past
+    // the length), 2 to 4 tiles, so a CTA's half (1 or 2) is at most its
+    // pipeline's depth, next to a long row; bf16, softcap, sinks.
     // Then a left window that starts the keys mid-cache, fp16
     v.push_back(serving_case(FMHA_DTYPE_BF16, 128, 8, 2)
-                    .q(std::vector<int32_t>(6, 1)).k(std::vector<int32_t>(6, 3000))
-                    .seqused({129, 256, 300, 383, 420, 3000})
+                    .q(std::vector<int32_t>(9, 1)).k(std::vector<int32_t>(9, 3000))
+                    .seqused({0, 1, 100, 129, 256, 300, 383, 420, 3000})
                     .mask(kBottomRight).softcap(20.0f).sinks());
     v.push_back(serving_case(FMHA_DTYPE_FP16, 128, 8, 2)
                     .q({1, 1}).k({3000, 3000}).seqused({3000, 2222})

@@ -71,7 +71,10 @@ struct ModuleSlot {
 // Guards the map only; never held across a driver call.
 std::mutex g_modules_mutex;
 // Kept until process exit: functions outlive plans. Context ids are never
-// reused, so a destroyed context's entries are never looked up again.
+// reused, so a destroyed context's entries are never looked up again; a
+// primary context re-created after a reset gets a new id too (same handle,
+// driver 580 on the H200; tests/gpu/test_context_reset.cpp runs plans across
+// resets).
 std::map<ModuleKey, std::unique_ptr<ModuleSlot>> g_modules;
 
 ModuleSlot &module_slot(const ModuleKey &key) {

@@ -21,13 +21,16 @@ fmha_status encode(const Driver *drv, CUtensorMap *map, fmha_dtype dtype, const 
                    const fmha_strides &strides, const char *name) {
     const int64_t bytes = 2;
     // The stride of a dimension of extent 1 is never followed (validation
-    // stores 0 there); TMA still wants a non-zero multiple of 16, so give it
-    // the tensor's whole span, as a packed layout would have.
+    // stores 0 there); TMA still wants a non-zero multiple of 16 below 2^40,
+    // so give it the tensor's whole span, as a packed layout would have,
+    // capped at the largest stride TMA takes (a span past 1 TiB: batches far
+    // apart in a sparse reservation). The H200's driver encodes 16 and
+    // 2^40 - 16 for such a dimension alike, and refuses 2^40.
     int64_t span = dim * bytes;
     for (int i = 0; i < rank - 1; ++i)
         if (outer[i].size > 1 && outer[i].stride * outer[i].size * bytes > span)
             span = outer[i].stride * outer[i].size * bytes;
-    span = (span + 15) / 16 * 16;
+    span = std::min<int64_t>((span + 15) / 16 * 16, int64_t(kMaxStrideBytes) - 16);
     cuuint64_t sizes[kMaxRank] = {cuuint64_t(dim)};
     cuuint64_t byte_strides[kMaxRank - 1];
     cuuint32_t element_strides[kMaxRank] = {1, 1, 1, 1, 1};

@@ -150,10 +150,10 @@ typedef enum fmha_kernel_family {
      *  their keys may be split. Reads a paged KV cache of any page_size:
      *  multiples of 16 rows (32 at head_dim 512) in TMA boxes, other sizes
      *  row by row. Its TMA maps take strides below 2^40 bytes and at most
-     *  2^32 entries per dimension; a dimension of extent 1 (the batch of
-     *  packed Q, the head of a single KV head) is given the tensor's whole
-     *  span as its stride. Beyond, AUTO takes another kernel and HOPPER is
-     *  NOT_SUPPORTED at plan creation, naming the strides. Zero
+     *  2^32 entries per dimension; the stride of a dimension of extent 1
+     *  (the batch of packed Q, the head of a single KV head) is never
+     *  stepped and does not count. Beyond, AUTO takes another kernel and
+     *  HOPPER is NOT_SUPPORTED at plan creation, naming the strides. Zero
      *  (broadcast) strides of Q, K and V are NOT_SUPPORTED the same way. */
     FMHA_KERNEL_HOPPER = 2,
     /** The decode kernel (mma.sync, sm_80 on): few query rows per sequence,

@@ -1392,6 +1392,19 @@ TEST_CASE("fake driver: strides TMA cannot encode fall back from the Hopper kern
             CHECK(msg.find("2^40") != std::string::npos);
         }
     }
+    // A single KV head: its head dimension has extent 1, whose stride is never
+    // stepped, so it does not push the map past TMA's limit however far apart
+    // the batches lie (below 2^40 bytes each).
+    fmha_descriptor d = make_desc();
+    d.num_kv_heads = 1;
+    d.k_strides = d.v_strides = make_layout(Layout::BSHD, d.batch, d.seqlen_k, 1, 128).strides;
+    d.k_strides.batch = (int64_t(1) << 39) - 8;  // 3 batches span 3 x (2^40 - 16) bytes
+    d.kernel = FMHA_KERNEL_HOPPER;
+    Plan mqa;
+    FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(mqa, d));
+    CHECK(info_of(mqa.p).kernel_family == FMHA_KERNEL_HOPPER);
+    fmha_tensors t = fake_tensors();
+    CHECK(fmha_run(mqa.p, &t, nullptr, 0, nullptr) == FMHA_STATUS_SUCCESS);
 }
 
 TEST_CASE("fake driver: plans created and run from many threads", "[cpu][fake-driver][threads]") {

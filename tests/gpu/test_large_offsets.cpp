@@ -13,7 +13,9 @@
 //
 // Then a cache whose batches are 2^40 bytes apart, past what a TMA map can
 // step: plans must keep it off the Hopper kernel (an explicit HOPPER gets
-// NOT_SUPPORTED naming the strides) and the other kernels compute it.
+// NOT_SUPPORTED naming the strides) and the other kernels compute it. And a
+// single KV head whose batches lie just under 2^40 bytes apart (2 TiB in all),
+// which the Hopper kernel must take: only stepped strides count against TMA.
 //
 // Environment: FMHA_TEST_SEED, FMHA_TEST_CASE (substring of the case names),
 // FMHA_TEST_VERBOSE=1.
@@ -101,6 +103,35 @@ TEST_CASE("batches 2^40 bytes apart stay off the Hopper kernel", "[gpu][large-of
         }
         CHECK(r.passed());
         CHECK(r.kernel_family != FMHA_KERNEL_HOPPER);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    }
+}
+
+TEST_CASE("a single KV head with batches just under 2^40 bytes apart runs on the Hopper kernel",
+          "[gpu][large-offsets]") {
+    FMHA_REQUIRE_GPU();
+    // Every stride below 2^40 bytes (O's, the largest, 2 MiB under it), the
+    // tensors spanning 2 TiB: the KV head dimension has extent 1, its stride
+    // never stepped, so the TMA maps take this cache (tensor_map.cpp caps
+    // that dimension's stride under TMA's limit).
+    const ServingCase c =
+        serving_case(FMHA_DTYPE_BF16, 128, 4, 1).q({128, 128}).k({600, 600}).mask(
+            FMHA_MASK_CAUSAL_BOTTOM_RIGHT);
+    FarPlacement where;
+    where.batch_bytes = (uint64_t(1) << 40) - (uint64_t(8) << 20);
+    FarData data(c, where);
+    INFO(data.placement());
+    for (fmha_kernel_family k : every_family_or_forced()) {
+        const ServingRun r = run_serving(data, k, 0);
+        INFO(r.summary(c));
+        if (k == FMHA_KERNEL_HOPPER && !hopper_kernel_runs_here()) {
+            CHECK((r.status == FMHA_STATUS_NOT_SUPPORTED ||
+                   r.status == FMHA_STATUS_NO_KERNEL_IMAGE));
+            continue;
+        }
+        CHECK(r.passed());
+        if (hopper_kernel_runs_here() && k == FMHA_KERNEL_AUTO)
+            CHECK(r.kernel_family == FMHA_KERNEL_HOPPER);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     }
 }

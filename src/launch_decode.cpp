@@ -122,6 +122,10 @@ bool cluster_merge(const Problem &streamed, const DeviceLimits &dev, DecodeKv kv
     if (!keys_on_m(streamed, dev, kv, paired) || paired || kv != DecodeKv::kDense || splits != 2 ||
         !dev.cluster_launch)
         return false;
+    // The merge's inbox comes on top of the tile: where only the plain tile
+    // fits, the splits go to the combine kernel instead.
+    if (dev.max_smem > 0 && decode_cluster_smem_bytes(128, DecodeKv::kDense) > dev.max_smem)
+        return false;
     const EmbeddedImage *image = find_image("decode", dev.sm);
     return image != nullptr && image->sm >= 90;
 }
@@ -143,7 +147,7 @@ int64_t grid_ctas(const Problem &p, int64_t splits) {
 // 131.7-133.9. Measured there only.
 DecodeKv cluster_tile(const Problem &streamed, const DeviceLimits &dev, int splits) {
     const bool lone_fits =
-        dev.max_smem <= 0 || decode_smem_bytes(128, DecodeKv::kDenseLone) <= dev.max_smem;
+        dev.max_smem <= 0 || decode_cluster_smem_bytes(128, DecodeKv::kDenseLone) <= dev.max_smem;
     return lone_fits && grid_ctas(streamed, splits) <= dev.num_sms ? DecodeKv::kDenseLone
                                                                    : DecodeKv::kDense;
 }

@@ -2496,6 +2496,55 @@ TEST_CASE("fake driver: on 163 KB devices hd256 and hd512 decode on the compact 
     }
 }
 
+// The cluster tiles need their inbox on top of the tile's shared memory: a
+// device (here a cap) that fits the plain tile but not the inbox gets the
+// next tile down, never a plan its shared memory cannot launch.
+TEST_CASE("fake driver: the cluster tiles count their inbox against the device's shared memory",
+          "[cpu][fake-driver][decode]") {
+    if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
+    struct EnvGuard {
+        ~EnvGuard() { unsetenv("FMHA_SHARED_MEMORY_LIMIT"); }
+    } guard;
+    struct Row {
+        const char *limit;  // bytes per block
+        const char *kernel;
+    };
+    // B8 H32/8 S8192: 128 CTAs in 2 splits. The lone cluster tile takes
+    // 139,776 bytes (135,424 without its inbox), the usual one 107,008
+    // (102,656), the narrow one 53,504.
+    const Row rows[] = {{nullptr, "fmha_decode_r8_cluster_lone_bf16_hd128"},
+                        {"139776", "fmha_decode_r8_cluster_lone_bf16_hd128"},
+                        {"137000", "fmha_decode_r8_cluster_bf16_hd128"},
+                        {"107008", "fmha_decode_r8_cluster_bf16_hd128"},
+                        {"104000", "fmha_decode_r8_bf16_hd128"},
+                        {"101376", "fmha_decode_narrow_r8_bf16_hd128"}};
+    for (const Row &r : rows) {
+        INFO("FMHA_SHARED_MEMORY_LIMIT " << (r.limit ? r.limit : "unset"));
+        Fake &f = fresh_fake(90);
+        if (r.limit) setenv("FMHA_SHARED_MEMORY_LIMIT", r.limit, 1);
+        else unsetenv("FMHA_SHARED_MEMORY_LIMIT");
+        fmha_descriptor d = decode_row_desc(8, 32, 8, 1, 8192, 128, false);
+        d.kernel = FMHA_KERNEL_DECODE;
+        d.num_splits = 2;
+        Plan plan;
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS, create(plan, d));
+        const fmha_plan_info i = info_of(plan.p);
+        CHECK(std::string(i.kernel_name) == r.kernel);
+        CHECK(i.num_splits == 2);
+        size_t workspace = 0;
+        REQUIRE(fmha_plan_workspace_size(plan.p, &workspace) == FMHA_STATUS_SUCCESS);
+        const fmha_tensors t = fake_tensors();
+        FMHA_REQUIRE_STATUS(FMHA_STATUS_SUCCESS,
+                            fmha_run(plan.p, &t, workspace ? fake_workspace() : nullptr,
+                                     workspace, nullptr));
+        if (r.limit) {
+            fake_cuda_launch decode;
+            REQUIRE((workspace ? f.previous_launch(&decode) : f.last_launch(&decode)) == 1);
+            CHECK(decode.shared_bytes <= unsigned(std::atoi(r.limit)));
+        }
+    }
+}
+
 // FMHA_SHARED_MEMORY_LIMIT lowers the shared memory per block plans assume
 // (the GPU tests run the smaller devices' tiles on the H200 with it), never
 // raises it, and a bad value is named.

@@ -2496,15 +2496,22 @@ TEST_CASE("fake driver: on 163 KB devices hd256 and hd512 decode on the compact 
     }
 }
 
+// FMHA_SHARED_MEMORY_LIMIT for a test's plans, unset again when it ends.
+struct SharedMemoryLimit {
+    void set(const char *bytes) const {
+        if (bytes) setenv("FMHA_SHARED_MEMORY_LIMIT", bytes, 1);
+        else unsetenv("FMHA_SHARED_MEMORY_LIMIT");
+    }
+    ~SharedMemoryLimit() { unsetenv("FMHA_SHARED_MEMORY_LIMIT"); }
+};
+
 // The cluster tiles need their inbox on top of the tile's shared memory: a
 // device (here a cap) that fits the plain tile but not the inbox gets the
 // next tile down, never a plan its shared memory cannot launch.
 TEST_CASE("fake driver: the cluster tiles count their inbox against the device's shared memory",
           "[cpu][fake-driver][decode]") {
     if (!embeds(90)) FMHA_SKIP("this build has no image for sm_90");
-    struct EnvGuard {
-        ~EnvGuard() { unsetenv("FMHA_SHARED_MEMORY_LIMIT"); }
-    } guard;
+    const SharedMemoryLimit limit_guard;
     struct Row {
         const char *limit;  // bytes per block
         const char *kernel;
@@ -2521,8 +2528,7 @@ TEST_CASE("fake driver: the cluster tiles count their inbox against the device's
     for (const Row &r : rows) {
         INFO("FMHA_SHARED_MEMORY_LIMIT " << (r.limit ? r.limit : "unset"));
         Fake &f = fresh_fake(90);
-        if (r.limit) setenv("FMHA_SHARED_MEMORY_LIMIT", r.limit, 1);
-        else unsetenv("FMHA_SHARED_MEMORY_LIMIT");
+        limit_guard.set(r.limit);
         fmha_descriptor d = decode_row_desc(8, 32, 8, 1, 8192, 128, false);
         d.kernel = FMHA_KERNEL_DECODE;
         d.num_splits = 2;
@@ -2551,14 +2557,11 @@ TEST_CASE("fake driver: the cluster tiles count their inbox against the device's
 TEST_CASE("fake driver: FMHA_SHARED_MEMORY_LIMIT caps the shared memory plans assume",
           "[cpu][fake-driver][decode]") {
     if (!embeds(80)) FMHA_SKIP("this build has no image for sm_80");
-    struct EnvGuard {
-        ~EnvGuard() { unsetenv("FMHA_SHARED_MEMORY_LIMIT"); }
-    } guard;
+    const SharedMemoryLimit limit_guard;
     const fmha_descriptor d = decode_row_desc(4, 16, 1, 1, 4096, 512, false);
     auto kernel_with = [&](const char *limit) {
         fresh_fake(80).configure("smem_optin", 232448);  // sm_100-class
-        if (limit) setenv("FMHA_SHARED_MEMORY_LIMIT", limit, 1);
-        else unsetenv("FMHA_SHARED_MEMORY_LIMIT");
+        limit_guard.set(limit);
         Plan plan;
         const fmha_status st = create(plan, d);
         const fmha_status support = fmha_check_support(&d, FMHA_SM_CURRENT_DEVICE);
